@@ -1,0 +1,167 @@
+import { Pool } from 'undici';
+import type { z } from 'zod';
+import { HTTP_DEFAULTS } from '../policy.js';
+import { ApiError, type Endpoint } from './errors.js';
+import {
+  CreateCustomerResponseSchema,
+  ErrorBodySchema,
+  describeZodError,
+  GetCustomerResponseSchema,
+  GetOfferResponseSchema,
+  SearchCustomersResponseSchema,
+  SignupResponseSchema,
+  UpdateCustomerResponseSchema,
+  UpdatePaymentMethodResponseSchema,
+  type CreateCustomerRequest,
+  type CreateCustomerResponse,
+  type GetCustomerResponse,
+  type GetOfferResponse,
+  type SearchCustomersResponse,
+  type SearchQuery,
+  type SignupRequest,
+  type SignupResponse,
+  type UpdateCustomerRequest,
+  type UpdateCustomerResponse,
+  type UpdatePaymentMethodRequest,
+  type UpdatePaymentMethodResponse,
+} from './schemas/index.js';
+
+export interface ApiClientOptions {
+  /** The service's base_url; every path begins with /json below it. */
+  baseUrl: string;
+  /** Value of the Authorization header (the interface does not show its authentication). */
+  auth?: string;
+  /** Time to connect. Default HTTP_DEFAULTS.connectTimeoutMs (5 s). */
+  connectTimeoutMs?: number;
+  /** Time to the headers, and between body chunks. Default HTTP_DEFAULTS.requestTimeoutMs (15 s). */
+  requestTimeoutMs?: number;
+  /** Keep-alive connections in the pool. Default HTTP_DEFAULTS.connections (128). */
+  connections?: number;
+  /** Awaited before every request leaves: where the fleet-wide API budget is drawn. */
+  beforeRequest?: (endpoint: Endpoint) => Promise<void>;
+  /** Told of every call once it has ended, for metrics and summaries. */
+  onCall?: (call: ApiCall) => void;
+}
+
+/** One finished call, as reported to `onCall`. */
+export interface ApiCall {
+  endpoint: Endpoint;
+  method: string;
+  status: number | undefined;
+  durationMs: number;
+  error: ApiError | undefined;
+}
+
+/**
+ * A typed client for the seven endpoints of api-interface.md on one undici
+ * keep-alive pool. It never retries: a failure is thrown once as an ApiError
+ * that says whether it is transient and whether it may have been applied, and
+ * the job that called decides (DESIGN section 4).
+ */
+export interface ApiClient {
+  searchCustomers(query: SearchQuery): Promise<SearchCustomersResponse>;
+  getCustomer(customerId: string): Promise<GetCustomerResponse>;
+  createCustomer(body: CreateCustomerRequest): Promise<CreateCustomerResponse>;
+  updateCustomer(customerId: string, body: UpdateCustomerRequest): Promise<UpdateCustomerResponse>;
+  getOffer(offerCode: string): Promise<GetOfferResponse>;
+  signUp(body: SignupRequest): Promise<SignupResponse>;
+  updatePaymentMethod(paymentMethodKey: string, body: UpdatePaymentMethodRequest): Promise<UpdatePaymentMethodResponse>;
+  /** Closes the pool; calls in flight are allowed to finish. */
+  close(): Promise<void>;
+}
+
+export function createApiClient(options: ApiClientOptions): ApiClient {
+  const base = new URL(options.baseUrl);
+  if (base.protocol !== 'http:' && base.protocol !== 'https:') {
+    throw new TypeError(`API base URL must be http(s): ${options.baseUrl}`);
+  }
+  const prefix = base.pathname.replace(/\/+$/, '');
+  const requestTimeoutMs = options.requestTimeoutMs ?? HTTP_DEFAULTS.requestTimeoutMs;
+  const pool = new Pool(base.origin, {
+    connections: options.connections ?? HTTP_DEFAULTS.connections,
+    connectTimeout: options.connectTimeoutMs ?? HTTP_DEFAULTS.connectTimeoutMs,
+    headersTimeout: requestTimeoutMs,
+    bodyTimeout: requestTimeoutMs,
+    keepAliveTimeout: HTTP_DEFAULTS.keepAliveTimeoutMs,
+    // No pipelining: one request per socket at a time, so a cut connection
+    // can only leave one request's outcome unknown.
+    pipelining: 1,
+  });
+  const headers: Record<string, string> = { accept: 'application/json' };
+  if (options.auth !== undefined) headers.authorization = options.auth;
+
+  async function call<S extends z.ZodType>(
+    endpoint: Endpoint,
+    method: 'GET' | 'POST' | 'PUT',
+    path: string,
+    schema: S,
+    body?: unknown,
+  ): Promise<z.infer<S>> {
+    await options.beforeRequest?.(endpoint);
+    const started = performance.now();
+    let status: number | undefined;
+    try {
+      let text: string;
+      let retryAfter: string | undefined;
+      try {
+        const response = await pool.request({
+          method,
+          path: prefix + path,
+          headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json' },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
+        status = response.statusCode;
+        const header = response.headers['retry-after'];
+        retryAfter = Array.isArray(header) ? header[0] : header;
+        text = await response.body.text();
+      } catch (error) {
+        throw ApiError.fromNetworkError({ endpoint, method, error });
+      }
+      const json = parseJson(text);
+      if (status < 200 || status > 299) {
+        const errorBody = ErrorBodySchema.safeParse(json);
+        throw ApiError.fromResponse({
+          endpoint,
+          method,
+          status,
+          apiMessage: errorBody.success ? errorBody.data.Message : undefined,
+          retryAfter,
+        });
+      }
+      const parsed = schema.safeParse(json);
+      if (!parsed.success) {
+        throw ApiError.badResponse({ endpoint, method, status, problem: json === undefined ? 'not JSON' : describeZodError(parsed.error) });
+      }
+      options.onCall?.({ endpoint, method, status, durationMs: performance.now() - started, error: undefined });
+      return parsed.data;
+    } catch (error) {
+      if (error instanceof ApiError) {
+        options.onCall?.({ endpoint, method, status, durationMs: performance.now() - started, error });
+      }
+      throw error;
+    }
+  }
+
+  const id = encodeURIComponent;
+  return {
+    searchCustomers: ({ contains, skip, take }) =>
+      call('searchCustomers', 'GET', `/json/customers?contains=${id(contains)}&skip=${skip}&take=${take}`, SearchCustomersResponseSchema),
+    getCustomer: (customerId) => call('getCustomer', 'GET', `/json/customers/${id(customerId)}`, GetCustomerResponseSchema),
+    createCustomer: (body) => call('createCustomer', 'POST', '/json/customers', CreateCustomerResponseSchema, body),
+    updateCustomer: (customerId, body) =>
+      call('updateCustomer', 'PUT', `/json/customers/${id(customerId)}`, UpdateCustomerResponseSchema, body),
+    getOffer: (offerCode) => call('getOffer', 'GET', `/json/offers/${id(offerCode)}`, GetOfferResponseSchema),
+    signUp: (body) => call('signUp', 'POST', '/json/signups', SignupResponseSchema, body),
+    updatePaymentMethod: (key, body) =>
+      call('updatePaymentMethod', 'PUT', `/json/paymentmethods/${id(key)}`, UpdatePaymentMethodResponseSchema, body),
+    close: () => pool.close(),
+  };
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,237 @@
+import {
+  CONNECT_PHASE_ERROR_CODES,
+  NOT_APPLIED_STATUSES,
+  TRANSIENT_MESSAGE_PATTERNS,
+  TRANSIENT_NETWORK_ERROR_CODES,
+  TRANSIENT_STATUSES,
+  isServerErrorStatus,
+} from '../policy.js';
+
+/** The seven operations of api-interface.md section 4, by name. */
+export type Endpoint =
+  | 'searchCustomers'
+  | 'getCustomer'
+  | 'createCustomer'
+  | 'updateCustomer'
+  | 'getOffer'
+  | 'signUp'
+  | 'updatePaymentMethod';
+
+/** Stable codes of the API error family; call sites branch on these or on the classes. */
+export type ApiErrorCode =
+  | 'API_REFUSED'
+  | 'API_NOT_FOUND'
+  | 'API_UNAUTHORIZED'
+  | 'API_RATE_LIMITED'
+  | 'API_SERVER_ERROR'
+  | 'API_TIMEOUT'
+  | 'API_NETWORK'
+  | 'API_BAD_RESPONSE';
+
+export interface ApiErrorDetails {
+  endpoint: Endpoint;
+  method: string;
+  /** HTTP status, when an answer came back. */
+  status?: number;
+  /** The API's own words (the Message member of its answer), when it gave any. */
+  apiMessage?: string;
+  /** Worth retrying later: network error, timeout, 408, 429, 5xx, or a Message saying so. */
+  transient: boolean;
+  /** The request may have reached the service and been applied (only ever for POST/PUT). */
+  maybeApplied: boolean;
+  /** From Retry-After, in milliseconds from when the answer arrived. */
+  retryAfterMs?: number;
+  cause?: unknown;
+}
+
+/**
+ * The root of every error the API client raises. Classification happens once,
+ * in the factories below; nothing else inspects statuses or error codes.
+ */
+export class ApiError extends Error {
+  readonly code: ApiErrorCode;
+  readonly endpoint: Endpoint;
+  readonly method: string;
+  readonly status: number | undefined;
+  readonly apiMessage: string | undefined;
+  readonly transient: boolean;
+  readonly maybeApplied: boolean;
+  readonly retryAfterMs: number | undefined;
+
+  constructor(code: ApiErrorCode, message: string, details: ApiErrorDetails) {
+    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+    this.name = new.target.name;
+    this.code = code;
+    this.endpoint = details.endpoint;
+    this.method = details.method;
+    this.status = details.status;
+    this.apiMessage = details.apiMessage;
+    this.transient = details.transient;
+    this.maybeApplied = details.maybeApplied;
+    this.retryAfterMs = details.retryAfterMs;
+  }
+
+  /** Data for logs and ledgers: never a request body. */
+  toJSON(): Record<string, unknown> {
+    return {
+      name: this.name,
+      code: this.code,
+      message: this.message,
+      endpoint: this.endpoint,
+      status: this.status,
+      apiMessage: this.apiMessage,
+      transient: this.transient,
+      maybeApplied: this.maybeApplied,
+      retryAfterMs: this.retryAfterMs,
+    };
+  }
+
+  /**
+   * Classifies a non-2xx answer. `apiMessage` is the Message of the body when
+   * the body had one; `retryAfter` is the raw Retry-After header.
+   */
+  static fromResponse(input: {
+    endpoint: Endpoint;
+    method: string;
+    status: number;
+    apiMessage: string | undefined;
+    retryAfter: string | undefined;
+    now?: number;
+  }): ApiError {
+    const { endpoint, method, status, apiMessage } = input;
+    const mutating = isMutating(method);
+    const retryAfterMs = parseRetryAfter(input.retryAfter, input.now ?? Date.now());
+    const words = apiMessage ? `: ${apiMessage}` : '';
+    const base = { endpoint, method, status, apiMessage, retryAfterMs };
+    if (status === 429) {
+      return new ApiRateLimitedError(`${endpoint} was rate limited (429)${words}`, { ...base, transient: true, maybeApplied: false });
+    }
+    if (isServerErrorStatus(status)) {
+      return new ApiServerError(`${endpoint} failed with ${status}${words}`, {
+        ...base,
+        transient: true,
+        maybeApplied: mutating && !NOT_APPLIED_STATUSES.has(status),
+      });
+    }
+    const transient = TRANSIENT_STATUSES.has(status) || (apiMessage !== undefined && TRANSIENT_MESSAGE_PATTERNS.some((p) => p.test(apiMessage)));
+    const details = { ...base, transient, maybeApplied: false };
+    if (status === 401 || status === 403) {
+      return new ApiUnauthorizedError(`${endpoint} was not authorised (${status})${words}`, details);
+    }
+    if (status === 404) return new ApiNotFoundError(`${endpoint} found nothing (404)${words}`, details);
+    return new ApiRefusedError(`${endpoint} was refused (${status})${words}`, details);
+  }
+
+  /**
+   * Classifies a failure without an answer. A fault before the connection was
+   * open (refused, DNS, connect timeout) cannot have reached the service; any
+   * other (reset, timeout waiting for the answer) may have, for a POST or PUT.
+   */
+  static fromNetworkError(input: { endpoint: Endpoint; method: string; error: unknown }): ApiError {
+    const { endpoint, method, error } = input;
+    const code = errorCode(error);
+    const beforeSending = code !== undefined && CONNECT_PHASE_ERROR_CODES.has(code);
+    const details: ApiErrorDetails = {
+      endpoint,
+      method,
+      transient: code === undefined || TRANSIENT_NETWORK_ERROR_CODES.has(code),
+      maybeApplied: isMutating(method) && !beforeSending,
+      cause: error,
+    };
+    const reason = error instanceof Error ? error.message : String(error);
+    if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'ETIMEDOUT') {
+      return new ApiTimeoutError(`${endpoint} timed out (${code})`, details);
+    }
+    return new ApiNetworkError(`${endpoint} failed on the network (${code ?? 'unknown'}): ${reason}`, details);
+  }
+
+  /**
+   * A 2xx answer whose body does not match the interface's shape. The request
+   * was handled, so a create may well have been applied: transient, so the
+   * next attempt reconciles instead of giving up on a row that may exist.
+   */
+  static badResponse(input: { endpoint: Endpoint; method: string; status: number; problem: string }): ApiError {
+    return new ApiBadResponseError(`${input.endpoint} answered ${input.status} with a body that does not match the interface: ${input.problem}`, {
+      endpoint: input.endpoint,
+      method: input.method,
+      status: input.status,
+      transient: true,
+      maybeApplied: isMutating(input.method),
+    });
+  }
+}
+
+/** A 4xx refusal (validation and the like): permanent unless its Message says otherwise. */
+export class ApiRefusedError extends ApiError {
+  constructor(message: string, details: ApiErrorDetails) {
+    super('API_REFUSED', message, details);
+  }
+}
+/** 404: the customer, offer or payment method does not exist. */
+export class ApiNotFoundError extends ApiError {
+  constructor(message: string, details: ApiErrorDetails) {
+    super('API_NOT_FOUND', message, details);
+  }
+}
+/** 401/403: the Authorization header (SUBSYNC_API_AUTH) was not accepted. */
+export class ApiUnauthorizedError extends ApiError {
+  constructor(message: string, details: ApiErrorDetails) {
+    super('API_UNAUTHORIZED', message, details);
+  }
+}
+/** 429: slow down; `retryAfterMs` says for how long when the service told. */
+export class ApiRateLimitedError extends ApiError {
+  constructor(message: string, details: ApiErrorDetails) {
+    super('API_RATE_LIMITED', message, details);
+  }
+}
+/** 5xx: transient; a POST or PUT may have been applied. */
+export class ApiServerError extends ApiError {
+  constructor(message: string, details: ApiErrorDetails) {
+    super('API_SERVER_ERROR', message, details);
+  }
+}
+/** No answer in time (connect, headers or body timeout). */
+export class ApiTimeoutError extends ApiError {
+  constructor(message: string, details: ApiErrorDetails) {
+    super('API_TIMEOUT', message, details);
+  }
+}
+/** The connection failed or was cut. */
+export class ApiNetworkError extends ApiError {
+  constructor(message: string, details: ApiErrorDetails) {
+    super('API_NETWORK', message, details);
+  }
+}
+/** A 2xx whose body is not what the interface shows. */
+export class ApiBadResponseError extends ApiError {
+  constructor(message: string, details: ApiErrorDetails) {
+    super('API_BAD_RESPONSE', message, details);
+  }
+}
+
+const isMutating = (method: string): boolean => method !== 'GET' && method !== 'HEAD';
+
+function errorCode(error: unknown): string | undefined {
+  if (typeof error !== 'object' || error === null) return undefined;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string') return code;
+  // undici wraps some socket faults; the system code sits on the cause.
+  return errorCode((error as { cause?: unknown }).cause);
+}
+
+/**
+ * Retry-After is either delta-seconds or an HTTP date (RFC 9110 10.2.3).
+ * Returns milliseconds from `now`, never negative; undefined when absent or
+ * unreadable.
+ */
+export function parseRetryAfter(value: string | undefined, now: number): number | undefined {
+  if (value === undefined) return undefined;
+  const text = value.trim();
+  if (text === '') return undefined;
+  if (/^\d+(\.\d+)?$/.test(text)) return Math.round(Number(text) * 1000);
+  // An HTTP date names its day and month in letters; anything else is unreadable.
+  const at = /[A-Za-z]/.test(text) ? Date.parse(text) : Number.NaN;
+  if (Number.isNaN(at)) return undefined;
+  return Math.max(0, at - now);
+}

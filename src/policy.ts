@@ -1,0 +1,92 @@
+/**
+ * Policy as data: every number and code list that decides how subsync treats
+ * the service lives here, with its default and the reason for it. Lower layers
+ * (src/api) read these values; nothing here imports anything.
+ */
+
+/** HTTP statuses that mean "try again later": request timeout, rate limit, every 5xx. */
+export const TRANSIENT_STATUSES: ReadonlySet<number> = new Set([408, 429]);
+/** 5xx responses are transient too; tested as a range rather than listed. */
+export const isServerErrorStatus = (status: number): boolean => status >= 500 && status <= 599;
+
+/**
+ * Statuses whose request never reached the business logic, so a create cannot
+ * have been applied: 408 (the server gave up waiting for the request) and 429
+ * (a rate limiter refuses before handling). Every other 5xx may have applied.
+ */
+export const NOT_APPLIED_STATUSES: ReadonlySet<number> = new Set([408, 429]);
+
+/**
+ * Network error codes raised before the request could leave this machine: the
+ * request cannot have been applied. Any other network error after the
+ * connection was open may have reached the server.
+ */
+export const CONNECT_PHASE_ERROR_CODES: ReadonlySet<string> = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+
+/** Network error codes treated as transient (all of them are: a network fault may clear). */
+export const TRANSIENT_NETWORK_ERROR_CODES: ReadonlySet<string> = new Set([
+  ...CONNECT_PHASE_ERROR_CODES,
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+  'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH',
+  'UND_ERR_RES_CONTENT_LENGTH_MISMATCH',
+]);
+
+/**
+ * A refusal whose Message says the fault is temporary is transient even with
+ * a 4xx status (DESIGN section 4). The service's failure messages are not
+ * shown, so these are the usual phrasings; matched case-insensitively.
+ */
+export const TRANSIENT_MESSAGE_PATTERNS: readonly RegExp[] = [
+  /temporar/i,
+  /try again/i,
+  /unavailable/i,
+  /timed? ?out/i,
+  /too many requests/i,
+  /deadlock/i,
+];
+
+/** HTTP client defaults; all overridable by configuration. */
+export const HTTP_DEFAULTS = {
+  /** Time to open a TCP/TLS connection. */
+  connectTimeoutMs: 5_000,
+  /**
+   * Time to the response headers, and between body chunks. Kept well under the
+   * job lock duration (JOB_LOCK_MS) so a live job is never taken as stalled.
+   */
+  requestTimeoutMs: 15_000,
+  /** Keep-alive sockets per base URL; enough for the highest worker concurrency. */
+  connections: 128,
+  /** Idle keep-alive sockets are closed after this, below the usual server-side 5 s. */
+  keepAliveTimeoutMs: 4_000,
+} as const;
+
+/** The BullMQ job lock: four times the HTTP timeout, so only a dead worker loses a job. */
+export const JOB_LOCK_MS = 60_000;
+
+/** Retry defaults for row jobs (DESIGN section 4). */
+export const RETRY_DEFAULTS = {
+  /** Attempts per row, the first included (`--attempts`). */
+  attempts: 8,
+  /** Exponential backoff with full jitter: delay = random(0, min(cap, base * 2^n)). */
+  backoffBaseMs: 1_000,
+  backoffCapMs: 60_000,
+} as const;
+
+/** Worker concurrency per process when SUBSYNC_CONCURRENCY is unset. */
+export const DEFAULT_CONCURRENCY = 16;
+
+/** Search page size of the interface's maximum. */
+export const SEARCH_PAGE_SIZE = 100;
