@@ -1,0 +1,90 @@
+import { z } from 'zod';
+
+const probability = z.number().min(0).max(1);
+
+/** A partial change of faults, as `setFaults` and `PUT /_sandbox/faults` take it. */
+export const SandboxFaultsPatchSchema = z
+  .strictObject({
+    latencyMs: z.number().int().min(0),
+    errorRate: probability,
+    errorAfterApplyRate: probability,
+    rateLimit: z.number().min(0),
+    dropAfterCommitRate: probability,
+  })
+  .partial();
+
+/** The sandbox's switchable faults (DESIGN section 7). All off by default. */
+export interface SandboxFaults {
+  /** Added before every /json request is handled. */
+  latencyMs: number;
+  /** Probability of a 503 before anything is applied. */
+  errorRate: number;
+  /** Probability of a 500 after a POST/PUT was applied. */
+  errorAfterApplyRate: number;
+  /** Requests per second over a sliding second; beyond it, 429 with Retry-After. 0 = none. */
+  rateLimit: number;
+  /** Probability that an applied POST/PUT gets no answer: the socket is destroyed. */
+  dropAfterCommitRate: number;
+}
+
+export const NO_FAULTS: SandboxFaults = {
+  latencyMs: 0,
+  errorRate: 0,
+  errorAfterApplyRate: 0,
+  rateLimit: 0,
+  dropAfterCommitRate: 0,
+};
+
+/** What the sandbox has answered and injected, for tests and benchmarks. */
+export interface SandboxStats {
+  /** Every /json request received. */
+  requests: number;
+  /** Requests by endpoint name. */
+  byEndpoint: Record<string, number>;
+  /** Answers by HTTP status ("dropped" for commit-then-drop). */
+  byStatus: Record<string, number>;
+  /** Faults injected, by kind. */
+  faults: { error5xx: number; error5xxAfterApply: number; rateLimited: number; droppedAfterCommit: number };
+  /** POST/PUT requests whose change was applied (whatever the client then heard). */
+  applied: number;
+  /** Epoch ms of the first and last /json request, to compute achieved rates. */
+  firstRequestAt: number | undefined;
+  lastRequestAt: number | undefined;
+}
+
+export function emptyStats(): SandboxStats {
+  return {
+    requests: 0,
+    byEndpoint: {},
+    byStatus: {},
+    faults: { error5xx: 0, error5xxAfterApply: 0, rateLimited: 0, droppedAfterCommit: 0 },
+    applied: 0,
+    firstRequestAt: undefined,
+    lastRequestAt: undefined,
+  };
+}
+
+/**
+ * A sliding one-second window: at most `limit` requests are let through in
+ * any 1000 ms. A refused request learns, in whole seconds as Retry-After
+ * allows, when the oldest admitted request leaves the window.
+ */
+export class SlidingWindowLimiter {
+  private readonly admitted: number[] = [];
+  private head = 0;
+
+  /** Returns 0 when admitted, else the seconds to wait (at least 1). */
+  tryAdmit(limit: number, now: number): number {
+    while (this.head < this.admitted.length && (this.admitted[this.head] ?? 0) <= now - 1000) this.head++;
+    if (this.head > 4096) {
+      this.admitted.splice(0, this.head);
+      this.head = 0;
+    }
+    if (this.admitted.length - this.head < limit) {
+      this.admitted.push(now);
+      return 0;
+    }
+    const oldest = this.admitted[this.head] ?? now;
+    return Math.max(1, Math.ceil((oldest + 1000 - now) / 1000));
+  }
+}
