@@ -1,0 +1,81 @@
+/**
+ * The `subsync` command line: assembles one module per command from src/cli/
+ * (each declares its flags and calls one function) and maps whatever they
+ * throw to an exit code in src/cli/exitCodes.ts. `bin/subsync.js` imports the
+ * compiled form of this file.
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Command } from 'commander';
+import { z } from 'zod';
+import { CONFIG_VARIABLES } from './config.js';
+import { register as registerDemo } from './cli/demo.js';
+import { exitReportFor } from './cli/exitCodes.js';
+import { register as registerSandbox } from './cli/sandbox.js';
+
+/** After a command returns, anything still open gets this long before the process exits anyway. */
+const EXIT_GRACE_MS = 5_000;
+
+const PackageJsonSchema = z.object({ name: z.string(), version: z.string() });
+
+/** The version in package.json, found by walking up from this module (src/ in tests, dist/src/ when built). */
+function packageVersion(): string {
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    try {
+      const pkg = PackageJsonSchema.safeParse(JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')));
+      if (pkg.success && pkg.data.name === 'subsync') return pkg.data.version;
+    } catch {
+      // no package.json here: keep walking up
+    }
+    const parent = path.dirname(dir);
+    if (parent === dir) return '0.0.0-unknown';
+    dir = parent;
+  }
+}
+
+/** The `--help` epilogue: every environment variable with its default. */
+function environmentHelp(): string {
+  const width = Math.max(...CONFIG_VARIABLES.map(({ name }) => name.length)) + 2;
+  const lines = CONFIG_VARIABLES.map(
+    (v) => `  ${v.name.padEnd(width)}${v.description}${v.default === undefined ? '' : ` (default: ${v.default})`}`,
+  );
+  return `\nEnvironment (flags override it; an empty value counts as unset):\n${lines.join('\n')}\n`;
+}
+
+/** Builds the program with every command registered. */
+function buildProgram(): Command {
+  const program = new Command('subsync');
+  program
+    .description('Batch import/sync worker: CSV files of customers, sign-ups and card updates into the Customer, Offer and Subscription service.')
+    .version(packageVersion())
+    // Throw instead of exiting, so exit codes are decided in one place; set
+    // before the commands are added, which inherit it.
+    .exitOverride()
+    .showHelpAfterError('(run subsync --help for usage)')
+    .addHelpText('after', environmentHelp());
+
+  registerSandbox(program);
+  registerDemo(program);
+  return program;
+}
+
+async function main(argv: string[]): Promise<void> {
+  try {
+    await buildProgram().parseAsync(argv);
+    process.exitCode = 0;
+  } catch (err: unknown) {
+    const report = exitReportFor(err);
+    if (report.message !== undefined) process.stderr.write(`${report.message}\n`);
+    process.exitCode = report.code;
+  }
+  // Every command closes what it opened, so the process normally ends here by
+  // itself; this unref'd timer only fires if something was left open.
+  setTimeout(() => {
+    process.stderr.write(`subsync: still running ${EXIT_GRACE_MS} ms after the command finished (a handle left open); exiting\n`);
+    process.exit();
+  }, EXIT_GRACE_MS).unref();
+}
+
+await main(process.argv);

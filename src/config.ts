@@ -1,0 +1,325 @@
+/**
+ * Configuration from the environment, parsed once (STYLE habit 6).
+ *
+ * `loadConfig(env)` is the only place in subsync that reads environment
+ * variables: everything else receives a {@link Config}. Every variable is
+ * validated by one zod schema, and all bad values are reported together in one
+ * {@link ConfigError}, so an operator fixes the whole environment in one go
+ * instead of one variable per restart.
+ *
+ * Rules shared by every variable:
+ * - an empty string counts as unset (docker-compose's `${VAR:-}` yields one);
+ * - secret values (the card key, the API's Authorization value, the dashboard
+ *   token) are never echoed back in an error, and URLs are echoed with their
+ *   password masked.
+ */
+import path from 'node:path';
+import { z } from 'zod';
+import { DEFAULT_CONCURRENCY, HTTP_DEFAULTS, JOB_LOCK_MS } from './policy.js';
+
+/** pino's level names, lowest-volume first; `silent` turns logging off. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+/** One of {@link LOG_LEVELS}. */
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** The validated configuration. Flags given on the command line override these values. */
+export interface Config {
+  /** SUBSYNC_API_URL: the service's base_url, without a trailing slash. Unset for `sandbox` and `demo`, which supply their own; see {@link requireApiUrl}. */
+  apiUrl?: string;
+  /** SUBSYNC_API_AUTH: the value sent as the Authorization header; unset sends none. */
+  apiAuth?: string;
+  /** REDIS_URL: the Redis holding the queues, the ledger and the API budget. Default `redis://127.0.0.1:6379`. */
+  redisUrl: string;
+  /** SUBSYNC_RATE: requests per second for the whole fleet; unset = adaptive (slow down on 429). */
+  rate?: number;
+  /** SUBSYNC_CONCURRENCY: row jobs in flight per worker process. Default {@link DEFAULT_CONCURRENCY}. */
+  concurrency: number;
+  /** SUBSYNC_DATA_DIR as an absolute path (inbox, processing, done, failed, results, exports). Default `./var`. */
+  dataDir: string;
+  /** SUBSYNC_CARD_KEY: the 32-byte AES-256-GCM key for card fields at rest; unset refuses card imports (except against the sandbox). */
+  cardKey?: Buffer;
+  /** SUBSYNC_CARD_KEY_ID: a short id stored beside each ciphertext, so keys can be rotated. Default `k1`. */
+  cardKeyId: string;
+  /** SUBSYNC_DASHBOARD_TOKEN: when set, every dashboard route requires it. */
+  dashboardToken?: string;
+  /** SUBSYNC_HTTP_TIMEOUT_MS: time to response headers and between body chunks. Default {@link HTTP_DEFAULTS}.requestTimeoutMs. */
+  httpTimeoutMs: number;
+  /** SUBSYNC_QUEUE_PREFIX: the prefix of every Redis key. Default `subsync`; `{subsync}` on Redis Cluster. */
+  queuePrefix: string;
+  /** SUBSYNC_LOG_LEVEL: the pino level. Default `info`. */
+  logLevel: LogLevel;
+  /** Non-fatal findings, e.g. an unknown `SUBSYNC_*` variable (a likely typo), for the caller to log. */
+  warnings: string[];
+}
+
+/** One environment variable subsync reads, for `--help`, the README and error messages. */
+export interface ConfigVariable {
+  /** The variable's name. */
+  readonly name: string;
+  /** The default as shown to a person, or undefined when unset means "none". */
+  readonly default: string | undefined;
+  /** What it is for. */
+  readonly description: string;
+  /** What a valid value looks like; the text after `expected` in a {@link ConfigError}. */
+  readonly expected: string;
+  /** A secret: its value is never echoed. */
+  readonly secret: boolean;
+}
+
+const HTTP_TIMEOUT_LIMIT_MS = JOB_LOCK_MS / 2;
+
+/** Every variable subsync reads, in the order `--help` and the README print them. */
+export const CONFIG_VARIABLES: readonly ConfigVariable[] = [
+  {
+    name: 'SUBSYNC_API_URL',
+    default: undefined,
+    description: "The service's base_url (not needed by `sandbox` and `demo`).",
+    expected: 'an http:// or https:// URL, e.g. https://api.example.com',
+    secret: false,
+  },
+  {
+    name: 'SUBSYNC_API_AUTH',
+    default: undefined,
+    description: 'Value of the Authorization header sent to the service.',
+    expected: 'a header value on one line (no CR, LF or NUL)',
+    secret: true,
+  },
+  {
+    name: 'REDIS_URL',
+    default: 'redis://127.0.0.1:6379',
+    description: 'Redis for the queues, the import ledger and the shared API budget.',
+    expected: 'a redis:// or rediss:// URL with a host, e.g. redis://127.0.0.1:6379',
+    secret: false,
+  },
+  {
+    name: 'SUBSYNC_RATE',
+    default: undefined,
+    description: 'API requests per second for the whole fleet; unset = adaptive (backs off on 429).',
+    expected: 'a positive number of requests per second',
+    secret: false,
+  },
+  {
+    name: 'SUBSYNC_CONCURRENCY',
+    default: String(DEFAULT_CONCURRENCY),
+    description: 'Row jobs in flight per worker process.',
+    expected: 'a positive whole number',
+    secret: false,
+  },
+  {
+    name: 'SUBSYNC_DATA_DIR',
+    default: './var',
+    description: 'Folder for inbox, processing, done, failed, results and exports.',
+    expected: 'a directory path',
+    secret: false,
+  },
+  {
+    name: 'SUBSYNC_CARD_KEY',
+    default: undefined,
+    description: 'AES-256-GCM key for card fields in Redis, 64 hex characters; card imports refuse to start without it (except against the sandbox).',
+    expected: 'exactly 64 hexadecimal characters (32 bytes), e.g. from `openssl rand -hex 32`',
+    secret: true,
+  },
+  {
+    name: 'SUBSYNC_CARD_KEY_ID',
+    default: 'k1',
+    description: 'Id stored with each encrypted card field, so the key can be rotated.',
+    expected: '1 to 32 characters among letters, digits, "_" and "-"',
+    secret: false,
+  },
+  {
+    name: 'SUBSYNC_DASHBOARD_TOKEN',
+    default: undefined,
+    description: 'When set, every dashboard route requires this token.',
+    expected: 'at least 16 characters',
+    secret: true,
+  },
+  {
+    name: 'SUBSYNC_HTTP_TIMEOUT_MS',
+    default: String(HTTP_DEFAULTS.requestTimeoutMs),
+    description: 'HTTP timeout to response headers and between body chunks, in milliseconds.',
+    expected:
+      `a whole number of milliseconds, at least 1 and below ${HTTP_TIMEOUT_LIMIT_MS} ` +
+      `(half the ${JOB_LOCK_MS} ms job lock, so a worker waiting on a slow request is never taken for a dead one and its row run twice)`,
+    secret: false,
+  },
+  {
+    name: 'SUBSYNC_QUEUE_PREFIX',
+    default: 'subsync',
+    description: 'Prefix of every Redis key; use {subsync} (a hash tag) on Redis Cluster.',
+    expected: 'up to 64 letters, digits, "_", "-" or ".", optionally starting with a {hash tag}, e.g. subsync or {subsync}',
+    secret: false,
+  },
+  {
+    name: 'SUBSYNC_LOG_LEVEL',
+    default: 'info',
+    description: `Log level: ${LOG_LEVELS.join(', ')}.`,
+    expected: `one of ${LOG_LEVELS.join(', ')}`,
+    secret: false,
+  },
+];
+
+/** One bad environment variable. */
+export interface ConfigProblem {
+  /** The variable's name. */
+  variable: string;
+  /** The value as given (password-masked for URLs), `(hidden)` for secrets, undefined when unset. */
+  value: string | undefined;
+  /** What a valid value looks like. */
+  expected: string;
+}
+
+/**
+ * The configuration is invalid. Carries every problem found, and its message
+ * has one line per problem, e.g. `SUBSYNC_RATE="abc": expected a positive
+ * number of requests per second`. The CLI exits 78 (EX_CONFIG) on it.
+ */
+export class ConfigError extends Error {
+  /** Stable code for branching and logs. */
+  readonly code = 'CONFIG_INVALID';
+  /** Every bad variable, in the order of {@link CONFIG_VARIABLES}. */
+  readonly problems: ConfigProblem[];
+
+  constructor(problems: ConfigProblem[]) {
+    super(problems.map(formatProblem).join('\n'));
+    this.name = 'ConfigError';
+    this.problems = problems;
+  }
+}
+
+function formatProblem(problem: ConfigProblem): string {
+  const shown = problem.value === undefined ? ' is not set' : problem.value === HIDDEN ? `=${HIDDEN}` : `=${JSON.stringify(problem.value)}`;
+  return `${problem.variable}${shown}: expected ${problem.expected}`;
+}
+
+const HIDDEN = '(hidden)';
+const MAX_ECHO = 200;
+
+/** The value to put in an error: hidden for secrets, password masked in URLs, long values cut. */
+function echo(variable: ConfigVariable, value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (variable.secret) return HIDDEN;
+  // scheme://user:password@host: keep the user, never the password.
+  const masked = value.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/:@]*:)[^/@]*@/i, '$1***@');
+  return masked.length > MAX_ECHO ? `${masked.slice(0, MAX_ECHO)}…` : masked;
+}
+
+const byName = new Map(CONFIG_VARIABLES.map((variable) => [variable.name, variable]));
+
+function variable(name: string): ConfigVariable {
+  const found = byName.get(name);
+  if (!found) throw new Error(`config: ${name} is not in CONFIG_VARIABLES`);
+  return found;
+}
+
+const wholeNumber = z
+  .string()
+  .regex(/^\d+$/)
+  .transform(Number)
+  .pipe(z.number().int().positive().max(Number.MAX_SAFE_INTEGER));
+
+/** Absent (unset or empty) variables are undefined before this schema sees them. */
+const EnvSchema = z.object({
+  SUBSYNC_API_URL: z
+    .url({ protocol: /^https?$/ })
+    .transform((url) => url.replace(/\/+$/, ''))
+    .optional(),
+  // undici refuses a header value with CR/LF/NUL; refuse it here, at start.
+  SUBSYNC_API_AUTH: z
+    .string()
+    .regex(/^[^\r\n\0]+$/)
+    .optional(),
+  REDIS_URL: z
+    .url({ protocol: /^rediss?$/ })
+    .refine((url) => new URL(url).hostname !== '')
+    .default('redis://127.0.0.1:6379'),
+  SUBSYNC_RATE: z.coerce.number().positive().finite().optional(),
+  SUBSYNC_CONCURRENCY: wholeNumber.default(DEFAULT_CONCURRENCY),
+  SUBSYNC_DATA_DIR: z
+    .string()
+    .default('./var')
+    .transform((dir) => path.resolve(dir)),
+  SUBSYNC_CARD_KEY: z
+    .string()
+    .regex(/^[0-9a-fA-F]{64}$/)
+    .transform((hex) => Buffer.from(hex, 'hex'))
+    .optional(),
+  SUBSYNC_CARD_KEY_ID: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,32}$/)
+    .default('k1'),
+  SUBSYNC_DASHBOARD_TOKEN: z.string().min(16).optional(),
+  SUBSYNC_HTTP_TIMEOUT_MS: wholeNumber.pipe(z.number().lt(HTTP_TIMEOUT_LIMIT_MS)).default(HTTP_DEFAULTS.requestTimeoutMs),
+  SUBSYNC_QUEUE_PREFIX: z
+    .string()
+    .max(64)
+    .regex(/^(?:\{[A-Za-z0-9_.-]+\})?[A-Za-z0-9_.-]*$/)
+    .default('subsync'),
+  SUBSYNC_LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
+});
+
+/**
+ * Reads and validates every variable of {@link CONFIG_VARIABLES} from `env`.
+ *
+ * @param env - the environment; defaults to `process.env`. Tests pass their own.
+ * @throws ConfigError listing every bad value at once.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const raw: Record<string, string | undefined> = {};
+  for (const { name } of CONFIG_VARIABLES) {
+    const value = env[name];
+    raw[name] = value === '' ? undefined : value;
+  }
+
+  const parsed = EnvSchema.safeParse(raw);
+  if (!parsed.success) {
+    const bad = new Set(parsed.error.issues.map((issue) => String(issue.path[0])));
+    // One problem per variable, whatever the number of rules it broke, in table order.
+    const problems = CONFIG_VARIABLES.filter(({ name }) => bad.has(name)).map((v) => ({
+      variable: v.name,
+      value: echo(v, raw[v.name]),
+      expected: v.expected,
+    }));
+    throw new ConfigError(problems);
+  }
+
+  const e = parsed.data;
+  const known = new Set(CONFIG_VARIABLES.map(({ name }) => name));
+  const warnings = Object.keys(env)
+    .filter((name) => name.startsWith('SUBSYNC_') && !known.has(name))
+    .sort()
+    .map((name) => `${name} is not a subsync variable and is ignored (known: ${[...known].filter((k) => k.startsWith('SUBSYNC_')).join(', ')})`);
+
+  return {
+    apiUrl: e.SUBSYNC_API_URL,
+    apiAuth: e.SUBSYNC_API_AUTH,
+    redisUrl: e.REDIS_URL,
+    rate: e.SUBSYNC_RATE,
+    concurrency: e.SUBSYNC_CONCURRENCY,
+    dataDir: e.SUBSYNC_DATA_DIR,
+    cardKey: e.SUBSYNC_CARD_KEY,
+    cardKeyId: e.SUBSYNC_CARD_KEY_ID,
+    dashboardToken: e.SUBSYNC_DASHBOARD_TOKEN,
+    httpTimeoutMs: e.SUBSYNC_HTTP_TIMEOUT_MS,
+    queuePrefix: e.SUBSYNC_QUEUE_PREFIX,
+    logLevel: e.SUBSYNC_LOG_LEVEL,
+    warnings,
+  };
+}
+
+/**
+ * The API base URL, for commands that talk to the real service.
+ *
+ * @throws ConfigError when SUBSYNC_API_URL is unset, saying to set it.
+ */
+export function requireApiUrl(config: Pick<Config, 'apiUrl'>): string {
+  if (config.apiUrl === undefined) {
+    throw new ConfigError([
+      {
+        variable: 'SUBSYNC_API_URL',
+        value: undefined,
+        expected: `${variable('SUBSYNC_API_URL').expected}: set SUBSYNC_API_URL to the service's base_url (or run \`subsync demo\` / \`subsync sandbox\` to try subsync without one)`,
+      },
+    ]);
+  }
+  return config.apiUrl;
+}

@@ -1,0 +1,65 @@
+/**
+ * The logger: pino, with card data and credentials redacted by configuration
+ * rather than by care (STYLE habit 11, DESIGN section 6).
+ *
+ * Redaction is by path. pino's wildcards match one level each, so the card
+ * fields are listed at every depth from 0 to {@link REDACT_DEPTH}: a log call
+ * such as `log.info({ job: { data: { CreditCardInfo: { AccountNumber } } } })`
+ * (depth 3) is covered, arrays included (`rows.0.CVCode`). Deeper objects are
+ * not: log ids and outcomes, not whole request bodies nested further than that.
+ */
+import pino from 'pino';
+
+/** Field names that are payment-card data, as the API spells them and as we might. */
+const CARD_FIELDS = ['AccountNumber', 'CVCode', 'cardNumber', 'cvc'] as const;
+
+/** Deepest nesting (number of parent objects) at which card fields are redacted. */
+export const REDACT_DEPTH = 4;
+
+function atDepths(field: string, maxDepth: number): string[] {
+  return Array.from({ length: maxDepth + 1 }, (_, depth) => [...Array<string>(depth).fill('*'), field].join('.'));
+}
+
+/**
+ * Every path pino censors: card fields at depths 0..{@link REDACT_DEPTH}, the
+ * API's Authorization header wherever a request's headers are logged, and the
+ * secrets of the configuration (apiAuth, cardKey, dashboardToken) should it be
+ * logged whole.
+ */
+export const REDACT_PATHS: readonly string[] = [
+  ...CARD_FIELDS.flatMap((field) => atDepths(field, REDACT_DEPTH)),
+  'req.headers.authorization',
+  'headers.authorization',
+  'headers.Authorization',
+  '*.headers.authorization',
+  '*.headers.Authorization',
+  ...['apiAuth', 'cardKey', 'dashboardToken'].flatMap((field) => atDepths(field, 1)),
+];
+
+/** What a censored value is replaced with. */
+export const REDACTED = '[redacted]';
+
+/** Options of {@link createLogger}. */
+export interface LoggerOptions {
+  /** A pino level name (see `LOG_LEVELS` in config.ts). Default `info`. */
+  level?: string;
+  /** Where lines go. Default: pino's standard output destination. */
+  destination?: pino.DestinationStream;
+}
+
+/**
+ * Creates the root logger. Modules take child loggers bound to their context
+ * (`logger.child({ importId, row, jobId })`); bindings are redacted too.
+ */
+export function createLogger(options: LoggerOptions = {}): pino.Logger {
+  const pinoOptions: pino.LoggerOptions = {
+    level: options.level ?? 'info',
+    redact: { paths: [...REDACT_PATHS], censor: REDACTED },
+    serializers: {
+      err: pino.stdSerializers.err,
+      error: pino.stdSerializers.err,
+    },
+    timestamp: pino.stdTimeFunctions.isoTime,
+  };
+  return options.destination ? pino(pinoOptions, options.destination) : pino(pinoOptions);
+}
