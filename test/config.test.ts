@@ -1,0 +1,184 @@
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { CONFIG_VARIABLES, ConfigError, loadConfig, requireApiUrl } from '../src/config.js';
+import { DEFAULT_CONCURRENCY, HTTP_DEFAULTS, JOB_LOCK_MS } from '../src/policy.js';
+
+const KEY_HEX = 'a1'.repeat(32);
+
+/** Calls loadConfig expecting a ConfigError, and returns it. */
+function configError(env: NodeJS.ProcessEnv): ConfigError {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    if (err instanceof ConfigError) return err;
+  }
+  throw new Error('loadConfig did not throw');
+}
+
+describe('loadConfig', () => {
+  it('applies the defaults to an empty environment', () => {
+    const config = loadConfig({});
+    expect(config).toEqual({
+      apiUrl: undefined,
+      apiAuth: undefined,
+      redisUrl: 'redis://127.0.0.1:6379',
+      rate: undefined,
+      concurrency: DEFAULT_CONCURRENCY,
+      dataDir: path.resolve('./var'),
+      cardKey: undefined,
+      cardKeyId: 'k1',
+      dashboardToken: undefined,
+      httpTimeoutMs: HTTP_DEFAULTS.requestTimeoutMs,
+      queuePrefix: 'subsync',
+      logLevel: 'info',
+      warnings: [],
+    });
+  });
+
+  it('reads every variable', () => {
+    const config = loadConfig({
+      SUBSYNC_API_URL: 'https://api.example.com/base/',
+      SUBSYNC_API_AUTH: 'Bearer abc',
+      REDIS_URL: 'rediss://:secret@redis.example.com:6380/2',
+      SUBSYNC_RATE: '12.5',
+      SUBSYNC_CONCURRENCY: '4',
+      SUBSYNC_DATA_DIR: '/tmp/subsync-data',
+      SUBSYNC_CARD_KEY: KEY_HEX,
+      SUBSYNC_CARD_KEY_ID: 'k2-2025',
+      SUBSYNC_DASHBOARD_TOKEN: 'x'.repeat(16),
+      SUBSYNC_HTTP_TIMEOUT_MS: '20000',
+      SUBSYNC_QUEUE_PREFIX: '{subsync}',
+      SUBSYNC_LOG_LEVEL: 'debug',
+    });
+    expect(config.apiUrl).toBe('https://api.example.com/base');
+    expect(config.apiAuth).toBe('Bearer abc');
+    expect(config.redisUrl).toBe('rediss://:secret@redis.example.com:6380/2');
+    expect(config.rate).toBe(12.5);
+    expect(config.concurrency).toBe(4);
+    expect(config.dataDir).toBe('/tmp/subsync-data');
+    expect(config.cardKey).toEqual(Buffer.from(KEY_HEX, 'hex'));
+    expect(config.cardKey?.length).toBe(32);
+    expect(config.cardKeyId).toBe('k2-2025');
+    expect(config.dashboardToken).toBe('x'.repeat(16));
+    expect(config.httpTimeoutMs).toBe(20_000);
+    expect(config.queuePrefix).toBe('{subsync}');
+    expect(config.logLevel).toBe('debug');
+  });
+
+  it('resolves a relative data dir to an absolute path', () => {
+    expect(loadConfig({ SUBSYNC_DATA_DIR: 'data/here' }).dataDir).toBe(path.resolve('data/here'));
+  });
+
+  it('treats an empty string as unset', () => {
+    const env = Object.fromEntries(CONFIG_VARIABLES.map(({ name }) => [name, '']));
+    expect(loadConfig(env)).toEqual(loadConfig({}));
+  });
+
+  it.each([
+    ['SUBSYNC_API_URL', 'ftp://example.com', 'http:// or https:// URL'],
+    ['SUBSYNC_API_URL', 'not a url', 'http:// or https:// URL'],
+    ['SUBSYNC_API_AUTH', 'Bearer a\r\nX-Injected: 1', 'one line'],
+    ['REDIS_URL', 'http://127.0.0.1:6379', 'redis:// or rediss://'],
+    ['REDIS_URL', 'localhost:6379', 'redis:// or rediss://'],
+    ['SUBSYNC_RATE', 'abc', 'positive number of requests per second'],
+    ['SUBSYNC_RATE', '0', 'positive number of requests per second'],
+    ['SUBSYNC_RATE', '-3', 'positive number of requests per second'],
+    ['SUBSYNC_RATE', 'Infinity', 'positive number of requests per second'],
+    ['SUBSYNC_CONCURRENCY', '0', 'positive whole number'],
+    ['SUBSYNC_CONCURRENCY', '2.5', 'positive whole number'],
+    ['SUBSYNC_CONCURRENCY', 'lots', 'positive whole number'],
+    ['SUBSYNC_CARD_KEY', 'abc', '64 hexadecimal characters'],
+    ['SUBSYNC_CARD_KEY', 'z'.repeat(64), '64 hexadecimal characters'],
+    ['SUBSYNC_CARD_KEY', 'a'.repeat(63), '64 hexadecimal characters'],
+    ['SUBSYNC_CARD_KEY_ID', 'has space', '1 to 32 characters'],
+    ['SUBSYNC_CARD_KEY_ID', 'k'.repeat(33), '1 to 32 characters'],
+    ['SUBSYNC_DASHBOARD_TOKEN', 'short', 'at least 16 characters'],
+    ['SUBSYNC_HTTP_TIMEOUT_MS', '0', 'whole number of milliseconds'],
+    ['SUBSYNC_HTTP_TIMEOUT_MS', 'soon', 'whole number of milliseconds'],
+    ['SUBSYNC_HTTP_TIMEOUT_MS', String(JOB_LOCK_MS / 2), 'job lock'],
+    ['SUBSYNC_QUEUE_PREFIX', 'sub:sync', 'hash tag'],
+    ['SUBSYNC_QUEUE_PREFIX', 'sub}sync{', 'hash tag'],
+    ['SUBSYNC_LOG_LEVEL', 'verbose', 'one of fatal, error, warn, info, debug, trace, silent'],
+  ])('rejects %s=%j', (variable, value, expected) => {
+    const err = configError({ [variable]: value });
+    expect(err.code).toBe('CONFIG_INVALID');
+    expect(err.problems).toHaveLength(1);
+    expect(err.problems[0]?.variable).toBe(variable);
+    expect(err.problems[0]?.expected).toContain(expected);
+    expect(err.message).toContain(variable);
+    expect(err.message).toContain(expected);
+  });
+
+  it('accepts the highest timeout below half the job lock', () => {
+    expect(loadConfig({ SUBSYNC_HTTP_TIMEOUT_MS: String(JOB_LOCK_MS / 2 - 1) }).httpTimeoutMs).toBe(JOB_LOCK_MS / 2 - 1);
+  });
+
+  it('reports every bad value together, one line each, in one error', () => {
+    const err = configError({
+      SUBSYNC_RATE: 'abc',
+      SUBSYNC_CONCURRENCY: '-1',
+      REDIS_URL: 'mysql://db',
+      SUBSYNC_LOG_LEVEL: 'loud',
+      SUBSYNC_API_URL: 'https://fine.example.com',
+    });
+    expect(err.problems.map((p) => p.variable)).toEqual(['REDIS_URL', 'SUBSYNC_RATE', 'SUBSYNC_CONCURRENCY', 'SUBSYNC_LOG_LEVEL']);
+    const lines = err.message.split('\n');
+    expect(lines).toHaveLength(4);
+    expect(lines).toContain('SUBSYNC_RATE="abc": expected a positive number of requests per second');
+    expect(lines).toContain('SUBSYNC_CONCURRENCY="-1": expected a positive whole number');
+  });
+
+  it('never echoes secret values, in the message or the problems', () => {
+    const cardKey = 'f'.repeat(63) + 'g';
+    const token = 'tooShortSecret';
+    const auth = 'Bearer hunter2\nmore';
+    const err = configError({ SUBSYNC_CARD_KEY: cardKey, SUBSYNC_DASHBOARD_TOKEN: token, SUBSYNC_API_AUTH: auth });
+    expect(err.problems).toHaveLength(3);
+    for (const secret of [cardKey, 'f'.repeat(20), token, 'hunter2']) {
+      expect(err.message).not.toContain(secret);
+      expect(JSON.stringify(err.problems)).not.toContain(secret);
+    }
+    expect(err.message).toContain('SUBSYNC_CARD_KEY=(hidden): expected exactly 64 hexadecimal characters');
+    expect(err.problems.every((p) => p.value === '(hidden)')).toBe(true);
+  });
+
+  it('masks the password of a bad URL', () => {
+    const err = configError({ REDIS_URL: 'http://user:pa55word@redis.example.com:6379' });
+    expect(err.message).not.toContain('pa55word');
+    expect(err.message).toContain('user:***@redis.example.com');
+  });
+
+  it('warns about unknown SUBSYNC_ variables (likely typos) without failing', () => {
+    const config = loadConfig({ SUBSYNC_CONCURENCY: '4' });
+    expect(config.concurrency).toBe(DEFAULT_CONCURRENCY);
+    expect(config.warnings).toHaveLength(1);
+    expect(config.warnings[0]).toContain('SUBSYNC_CONCURENCY');
+  });
+
+  it('documents every variable it reads', () => {
+    for (const v of CONFIG_VARIABLES) {
+      expect(v.description.length).toBeGreaterThan(10);
+      expect(v.expected.length).toBeGreaterThan(5);
+    }
+    expect(CONFIG_VARIABLES.map((v) => v.name)).toContain('SUBSYNC_CARD_KEY');
+  });
+});
+
+describe('requireApiUrl', () => {
+  it('returns the URL when set', () => {
+    expect(requireApiUrl(loadConfig({ SUBSYNC_API_URL: 'http://127.0.0.1:8787' }))).toBe('http://127.0.0.1:8787');
+  });
+
+  it('throws a ConfigError saying to set SUBSYNC_API_URL when unset', () => {
+    const config = loadConfig({ SUBSYNC_API_URL: '' });
+    expect(() => requireApiUrl(config)).toThrow(ConfigError);
+    try {
+      requireApiUrl(config);
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      expect(err.problems[0]?.variable).toBe('SUBSYNC_API_URL');
+      expect(err.message).toMatch(/^SUBSYNC_API_URL is not set: expected .*set SUBSYNC_API_URL/);
+    }
+  });
+});

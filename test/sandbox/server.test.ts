@@ -1,0 +1,67 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { CustomerSchema } from '../../src/api/schemas/index.js';
+import { SlidingWindowLimiter } from '../../src/sandbox/faults.js';
+import { SEED_PAYMENT_METHOD_KEYS } from '../../src/sandbox/seed.js';
+import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
+import { customerInput } from '../support/bodies.js';
+import { messageOf, rawRequest } from '../support/http.js';
+
+describe('SlidingWindowLimiter', () => {
+  it('admits at most the limit in any second, and says how long to wait', () => {
+    const limiter = new SlidingWindowLimiter();
+    expect([0, 1, 2].map((t) => limiter.tryAdmit(3, 1000 + t))).toEqual([0, 0, 0]);
+    expect(limiter.tryAdmit(3, 1500)).toBe(1);
+    expect(limiter.tryAdmit(3, 2000)).toBe(0); // the first left the window at 2000
+    expect(limiter.tryAdmit(3, 2000)).toBe(1);
+  });
+});
+
+describe('sandbox service', () => {
+  let sandbox: Sandbox;
+  beforeAll(async () => {
+    sandbox = await startSandbox({ port: 0 });
+  });
+  afterAll(() => sandbox.close());
+
+  it('seeds customers owning the fixed payment-method keys', () => {
+    for (const key of SEED_PAYMENT_METHOD_KEYS) expect(sandbox.store.paymentMethod(key)?.CustomerID).toMatch(/^\d+$/);
+    expect(sandbox.store.customers()).toHaveLength(SEED_PAYMENT_METHOD_KEYS.length);
+  });
+
+  it('switches faults over HTTP, refuses bad ones, and counts what it injected', async () => {
+    const set = await rawRequest(`${sandbox.url}/_sandbox/faults`, { method: 'PUT', body: JSON.stringify({ errorRate: 1 }) });
+    expect(set.status).toBe(200);
+    expect(set.json).toMatchObject({ errorRate: 1, latencyMs: 0 });
+    const failed = await rawRequest(`${sandbox.url}/json/offers/STREAM-PLUS`);
+    expect(failed.status).toBe(503);
+    expect(messageOf(failed.json)).toMatch(/temporarily unavailable/);
+
+    for (const bad of [{ errorRate: 2 }, { latencyMs: -1 }, { surprise: 1 }]) {
+      const refused = await rawRequest(`${sandbox.url}/_sandbox/faults`, { method: 'PUT', body: JSON.stringify(bad) });
+      expect(refused.status, JSON.stringify(bad)).toBe(400);
+    }
+    expect(() => sandbox.setFaults({ dropAfterCommitRate: 1.5 })).toThrow(RangeError);
+
+    await rawRequest(`${sandbox.url}/_sandbox/faults`, { method: 'PUT', body: JSON.stringify({ errorRate: 0 }) });
+    const stats = await rawRequest(`${sandbox.url}/_sandbox/stats`);
+    expect(stats.json).toMatchObject({ faults: { error5xx: 1 }, byStatus: { 503: 1 }, byEndpoint: { getOffer: 1 } });
+  });
+
+  it('lists every customer for checks, and counts applied changes', async () => {
+    sandbox.resetStats();
+    const created = await rawRequest(`${sandbox.url}/json/customers`, { method: 'POST', body: JSON.stringify(customerInput({ LastName: 'Listed' })) });
+    expect(created.status).toBe(200);
+    const list = await rawRequest(`${sandbox.url}/_sandbox/customers`);
+    const { Customers: customers } = z.object({ Customers: z.array(CustomerSchema) }).parse(list.json);
+    expect(customers.map((c) => c.LastName)).toContain('Listed');
+    expect(sandbox.stats()).toMatchObject({ requests: 1, applied: 1, byStatus: { 200: 1 } });
+  });
+
+  it('refuses an empty or oversized body', async () => {
+    const empty = await rawRequest(`${sandbox.url}/json/customers`, { method: 'POST', body: '' });
+    expect(empty.status).toBe(400);
+    const huge = await rawRequest(`${sandbox.url}/json/customers`, { method: 'POST', body: JSON.stringify({ FirstName: 'x'.repeat(1_100_000) }) });
+    expect(huge.status).toBe(413);
+  });
+});
