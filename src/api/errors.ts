@@ -48,8 +48,9 @@ export interface ApiErrorDetails {
  * The root of every error the API client raises. Classification happens once,
  * in the factories below; nothing else inspects statuses or error codes.
  */
-export class ApiError extends Error {
-  readonly code: ApiErrorCode;
+export abstract class ApiError extends Error {
+  /** The stable code of the subclass. */
+  abstract readonly code: ApiErrorCode;
   readonly endpoint: Endpoint;
   readonly method: string;
   readonly status: number | undefined;
@@ -58,10 +59,9 @@ export class ApiError extends Error {
   readonly maybeApplied: boolean;
   readonly retryAfterMs: number | undefined;
 
-  constructor(code: ApiErrorCode, message: string, details: ApiErrorDetails) {
+  constructor(message: string, details: ApiErrorDetails) {
     super(message, details.cause === undefined ? undefined : { cause: details.cause });
     this.name = new.target.name;
-    this.code = code;
     this.endpoint = details.endpoint;
     this.method = details.method;
     this.status = details.status;
@@ -163,51 +163,35 @@ export class ApiError extends Error {
 
 /** A 4xx refusal (validation and the like): permanent unless its Message says otherwise. */
 export class ApiRefusedError extends ApiError {
-  constructor(message: string, details: ApiErrorDetails) {
-    super('API_REFUSED', message, details);
-  }
+  readonly code = 'API_REFUSED';
 }
 /** 404: the customer, offer or payment method does not exist. */
 export class ApiNotFoundError extends ApiError {
-  constructor(message: string, details: ApiErrorDetails) {
-    super('API_NOT_FOUND', message, details);
-  }
+  readonly code = 'API_NOT_FOUND';
 }
 /** 401/403: the Authorization header (SUBSYNC_API_AUTH) was not accepted. */
 export class ApiUnauthorizedError extends ApiError {
-  constructor(message: string, details: ApiErrorDetails) {
-    super('API_UNAUTHORIZED', message, details);
-  }
+  readonly code = 'API_UNAUTHORIZED';
 }
 /** 429: slow down; `retryAfterMs` says for how long when the service told. */
 export class ApiRateLimitedError extends ApiError {
-  constructor(message: string, details: ApiErrorDetails) {
-    super('API_RATE_LIMITED', message, details);
-  }
+  readonly code = 'API_RATE_LIMITED';
 }
 /** 5xx: transient; a POST or PUT may have been applied. */
 export class ApiServerError extends ApiError {
-  constructor(message: string, details: ApiErrorDetails) {
-    super('API_SERVER_ERROR', message, details);
-  }
+  readonly code = 'API_SERVER_ERROR';
 }
 /** No answer in time (connect, headers or body timeout). */
 export class ApiTimeoutError extends ApiError {
-  constructor(message: string, details: ApiErrorDetails) {
-    super('API_TIMEOUT', message, details);
-  }
+  readonly code = 'API_TIMEOUT';
 }
 /** The connection failed or was cut. */
 export class ApiNetworkError extends ApiError {
-  constructor(message: string, details: ApiErrorDetails) {
-    super('API_NETWORK', message, details);
-  }
+  readonly code = 'API_NETWORK';
 }
 /** A 2xx whose body is not what the interface shows. */
 export class ApiBadResponseError extends ApiError {
-  constructor(message: string, details: ApiErrorDetails) {
-    super('API_BAD_RESPONSE', message, details);
-  }
+  readonly code = 'API_BAD_RESPONSE';
 }
 
 const isMutating = (method: string): boolean => method !== 'GET' && method !== 'HEAD';
