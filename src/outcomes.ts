@@ -1,0 +1,29 @@
+/**
+ * Row outcomes (DESIGN section 3): every row of an import ends as exactly one
+ * of these. The glossary:
+ * - created: a customer was created by POST /json/customers;
+ * - updated: an existing customer or payment method was replaced by PUT;
+ * - signed-up: POST /json/signups created the customer and the subscription;
+ * - reconciled: a create whose answer was lost had in fact happened, found by
+ *   reading back (the CustomerID is the one found);
+ * - invalid: the row broke a rule and was never sent;
+ * - failed: the API refused it, or its retries ran out;
+ * - needs-review: the outcome cannot be proven either way; never guessed.
+ */
+export const ROW_STATUSES = ['created', 'updated', 'signed-up', 'reconciled', 'invalid', 'failed', 'needs-review'] as const;
+export type RowStatus = (typeof ROW_STATUSES)[number];
+
+/** Outcomes that count as success for `import --wait`'s exit code. */
+export const SUCCESS_STATUSES: ReadonlySet<RowStatus> = new Set(['created', 'updated', 'signed-up', 'reconciled']);
+/** Outcomes that go into errors.csv and the dashboard's list. */
+export const PROBLEM_STATUSES: ReadonlySet<RowStatus> = new Set(['invalid', 'failed', 'needs-review']);
+
+export const isRowStatus = (value: string): value is RowStatus => (ROW_STATUSES as readonly string[]).includes(value);
+
+/** The three kinds of CSV file (DESIGN section 2). */
+export const IMPORT_KINDS = ['customers', 'signups', 'cards'] as const;
+export type ImportKind = (typeof IMPORT_KINDS)[number];
+
+/** The row job names of the rows queue (DESIGN section 1). */
+export const JOB_NAMES = ['customer.create', 'customer.update', 'customer.upsert', 'signup', 'paymentMethod.update'] as const;
+export type JobName = (typeof JOB_NAMES)[number];
