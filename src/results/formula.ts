@@ -1,0 +1,19 @@
+/**
+ * Spreadsheet formula injection (DESIGN section 6). A spreadsheet that opens a
+ * CSV evaluates a cell beginning with `=`, `+`, `-` or `@` as a formula, and
+ * some also after a leading tab, CR, LF or NUL. Prefixing `'` makes the cell
+ * text. csv-stringify's own `escape_formulas` misses LF and NUL, hence this.
+ *
+ * For files meant to be read by people (exports, dashboard downloads), never
+ * for files meant to be imported again (results.csv, errors.csv): there the
+ * prefix would change the value, e.g. a +33 phone number.
+ */
+
+/** The first characters that make a spreadsheet treat a cell as a formula. */
+export const FORMULA_TRIGGERS: ReadonlySet<string> = new Set(['=', '+', '-', '@', '\t', '\r', '\n', '\0']);
+
+/** The cell, prefixed with `'` when its first character is a formula trigger. */
+export function escapeFormula(cell: string): string {
+  const first = cell[0];
+  return first !== undefined && FORMULA_TRIGGERS.has(first) ? `'${cell}` : cell;
+}

@@ -1,0 +1,270 @@
+/**
+ * The three result files of a settled import (DESIGN section 3), written into
+ * `results/<importId>/`:
+ * - `results.csv`: every input row in input order, its own columns then
+ *   `_row,_status,_customerId,_subscriptionId,_paymentMethodKey,_attempts,_error`;
+ * - `errors.csv`: only the invalid, failed and needs-review rows, in the
+ *   input's own columns plus `_error`, so an operator can fix the file and
+ *   drop it back into the inbox;
+ * - `summary.json`: the import's counts, times and API figures.
+ *
+ * Rows are streamed from an async iterable: memory stays flat however large
+ * the import. Each file goes to a temp file in the same directory
+ * (`.<name>.<random>.tmp`), is fsync'd, then renamed over its final name, so
+ * a reader never sees half a file. `summary.json` is removed first and
+ * renamed last: when it exists, the three files belong to the same run.
+ *
+ * CSV dialect: UTF-8 without BOM, LF line ends, a header row, fields quoted
+ * only when RFC 4180 needs it (a comma, a quote, CR or LF inside). That is
+ * what the importer reads back, and what diffs and `wc -l` handle best.
+ *
+ * No formula escaping here (unlike exports and downloads, see formula.ts):
+ * both files are meant to be imported again, and a `'` prefix would change
+ * values such as a +33 phone number or a -1 quantity on re-import.
+ */
+import { randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { mkdir, open, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
+import path from 'node:path';
+import type { Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { stringify, type Options as StringifyOptions, type Stringifier } from 'csv-stringify';
+import { maskCardNumber } from '../api/rules.js';
+import { PROBLEM_STATUSES, type ImportKind, type RowStatus } from '../outcomes.js';
+
+/** One settled row, as the finaliser reads it from the import's ledger. */
+export interface ResultRow {
+  /** The row number in the input file (1 = the first data row). */
+  row: number;
+  /** The input row's cells, in the input's column order, card fields already masked upstream. */
+  cells: string[];
+  status: RowStatus;
+  /** Empty when the row has none (never sent, or refused). */
+  customerId: string;
+  subscriptionId: string;
+  paymentMethodKey: string;
+  /** API attempts made for the row (0 for an invalid row). */
+  attempts: number;
+  /** Why the row did not succeed: the column and rule, or the API's words; empty on success. */
+  error: string;
+}
+
+export interface ImportSummary {
+  importId: string;
+  /** The input file's name as the operator gave it. */
+  file: string;
+  kind: ImportKind;
+  rows: number;
+  counts: Record<RowStatus, number>;
+  /** ISO 8601 UTC. */
+  startedAt: string;
+  endedAt: string;
+  durationMs: number;
+  rowsPerSecond: number;
+  apiCalls: number;
+  retries: number;
+  /** Answers with status 429. */
+  rateLimited: number;
+}
+
+/** Where the files were written (absolute when `dir` is). */
+export interface ResultFiles {
+  dir: string;
+  results: string;
+  errors: string;
+  summary: string;
+}
+
+/** Input column indexes (0-based) holding card data, masked again on the way out. */
+export interface SecretColumns {
+  /** AccountNumber columns: masked to the last four digits when a cell holds more than four digits. */
+  cardNumber: readonly number[];
+  /** CVCode columns: always emptied. */
+  cvc: readonly number[];
+}
+
+export interface WriteImportResultsInput {
+  /** The import's results directory, created if missing. */
+  dir: string;
+  /** The input file's header row, as the operator wrote it (before any `--map`), so errors.csv imports again the same way. */
+  headers: readonly string[];
+  secretColumns: SecretColumns;
+  /** Every row of the import, in input order. Consumed once. */
+  rows: AsyncIterable<ResultRow>;
+  summary: ImportSummary;
+}
+
+/** The outcome columns appended to results.csv, in order. */
+export const RESULT_COLUMNS = ['_row', '_status', '_customerId', '_subscriptionId', '_paymentMethodKey', '_attempts', '_error'] as const;
+/** The one outcome column appended to errors.csv. */
+export const ERROR_COLUMN = '_error';
+export const RESULT_FILE_NAMES = { results: 'results.csv', errors: 'errors.csv', summary: 'summary.json' } as const;
+/**
+ * Owner read/write, group read: the files hold customers' personal data (names,
+ * emails, addresses), so not world-readable; the group lets an operators' group
+ * read them without running as the worker's user.
+ */
+export const RESULT_FILE_MODE = 0o640;
+
+const CSV_OPTIONS: StringifyOptions = {
+  bom: false,
+  record_delimiter: 'unix',
+  // Stated, because setting record_delimiter turns it off by default: a lone CR
+  // inside a cell must be quoted too, or a reader splits the record there.
+  quote_record_delimiter: true,
+  quoted: false,
+  escape_formulas: false,
+  eof: true,
+};
+
+/**
+ * Writes results.csv, errors.csv and summary.json for one import. Resolves
+ * once all three are in place; on any failure (including the rows iterable
+ * throwing) removes its temp files, leaves earlier result files untouched,
+ * and rejects with the original error.
+ */
+export async function writeImportResults(input: WriteImportResultsInput): Promise<ResultFiles> {
+  const { dir, headers, secretColumns, summary } = input;
+  checkSecretColumns(secretColumns, headers.length);
+  await mkdir(dir, { recursive: true });
+
+  const files: ResultFiles = {
+    dir,
+    results: path.join(dir, RESULT_FILE_NAMES.results),
+    errors: path.join(dir, RESULT_FILE_NAMES.errors),
+    summary: path.join(dir, RESULT_FILE_NAMES.summary),
+  };
+  const temps = { results: tempPathFor(files.results), errors: tempPathFor(files.errors), summary: tempPathFor(files.summary) };
+
+  try {
+    await writeCsvFiles(temps.results, temps.errors, input);
+    await writeFile(temps.summary, `${JSON.stringify(summary, null, 2)}\n`, {
+      encoding: 'utf8',
+      flag: 'wx',
+      mode: RESULT_FILE_MODE,
+      flush: true,
+    });
+    // summary.json goes first and comes back last: while it exists, the
+    // results and errors beside it are the ones it describes.
+    await rm(files.summary, { force: true });
+    await rename(temps.results, files.results);
+    await rename(temps.errors, files.errors);
+    await rename(temps.summary, files.summary);
+  } catch (error) {
+    await Promise.all(Object.values(temps).map((temp) => rm(temp, { force: true })));
+    throw error;
+  }
+  await syncDirectory(dir);
+  return files;
+}
+
+/** Streams both CSV files from one pass over the rows, honouring each file's backpressure. */
+async function writeCsvFiles(resultsPath: string, errorsPath: string, input: WriteImportResultsInput): Promise<void> {
+  const { headers, secretColumns, rows } = input;
+  const resultsCsv = stringify(CSV_OPTIONS);
+  const errorsCsv = stringify(CSV_OPTIONS);
+  // flush: true fsyncs each file before its stream closes, so the pipelines
+  // resolve only once the bytes are on disk and the rename can follow.
+  const pipelines = [
+    pipeline(resultsCsv, createWriteStream(resultsPath, { flags: 'wx', mode: RESULT_FILE_MODE, flush: true })),
+    pipeline(errorsCsv, createWriteStream(errorsPath, { flags: 'wx', mode: RESULT_FILE_MODE, flush: true })),
+  ];
+  // Attaches handlers at once, so a pipeline failing while the loop below is
+  // busy is never an unhandled rejection.
+  const settled = Promise.allSettled(pipelines);
+
+  try {
+    await writeRecord(resultsCsv, [...headers, ...RESULT_COLUMNS]);
+    await writeRecord(errorsCsv, [...headers, ERROR_COLUMN]);
+    for await (const row of rows) {
+      const cells = outputCells(row.cells, headers.length, secretColumns);
+      await writeRecord(resultsCsv, [
+        ...cells,
+        String(row.row),
+        row.status,
+        row.customerId,
+        row.subscriptionId,
+        row.paymentMethodKey,
+        String(row.attempts),
+        row.error,
+      ]);
+      if (PROBLEM_STATUSES.has(row.status)) await writeRecord(errorsCsv, [...cells, row.error]);
+    }
+    resultsCsv.end();
+    errorsCsv.end();
+    await Promise.all(pipelines);
+  } catch (error) {
+    resultsCsv.destroy();
+    errorsCsv.destroy();
+    // The file streams are closed before the caller removes the temp files.
+    await settled;
+    throw error;
+  }
+}
+
+/**
+ * The cells as written: fitted to the header count (a short row padded with
+ * empty cells, extra cells dropped) so the outcome columns always line up,
+ * and card data masked again as defence in depth.
+ */
+function outputCells(cells: readonly string[], width: number, secretColumns: SecretColumns): string[] {
+  const out = Array.from({ length: width }, (_, index) => cells[index] ?? '');
+  for (const index of secretColumns.cardNumber) {
+    const cell = out[index];
+    if (cell !== undefined && cell.replace(/\D/g, '').length > 4) out[index] = maskCardNumber(cell);
+  }
+  for (const index of secretColumns.cvc) out[index] = '';
+  return out;
+}
+
+function checkSecretColumns(secretColumns: SecretColumns, width: number): void {
+  for (const index of [...secretColumns.cardNumber, ...secretColumns.cvc]) {
+    if (!Number.isInteger(index) || index < 0 || index >= width) {
+      throw new RangeError(`secret column index ${index} is outside the ${width} input columns`);
+    }
+  }
+}
+
+/** Writes one record, waiting for 'drain' when the stream's buffer is full. */
+async function writeRecord(csv: Stringifier, record: readonly string[]): Promise<void> {
+  if (csv.destroyed) throw csv.errored ?? new Error('result file stream closed before the rows were written');
+  if (!csv.write(record)) await drained(csv);
+}
+
+/** Resolves on 'drain'; rejects if the stream errors or closes first (a destroyed stream never drains). */
+function drained(stream: Writable): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const settle = (error?: Error): void => {
+      stream.off('drain', onDrain);
+      stream.off('error', onError);
+      stream.off('close', onClose);
+      if (error === undefined) resolve();
+      else reject(error);
+    };
+    const onDrain = (): void => settle();
+    const onError = (error: Error): void => settle(error);
+    const onClose = (): void => settle(stream.errored ?? new Error('result file stream closed before the rows were written'));
+    stream.on('drain', onDrain);
+    stream.on('error', onError);
+    stream.on('close', onClose);
+  });
+}
+
+/** `.<name>.<random>.tmp` beside the target: same file system, so the rename is atomic; hidden from `ls`. */
+function tempPathFor(target: string): string {
+  return path.join(path.dirname(target), `.${path.basename(target)}.${randomBytes(6).toString('hex')}.tmp`);
+}
+
+/** Makes the renames durable across a power cut, where the platform allows fsync on a directory. */
+async function syncDirectory(dir: string): Promise<void> {
+  let handle: FileHandle | undefined;
+  try {
+    handle = await open(dir, 'r');
+    await handle.sync();
+  } catch {
+    // Not every platform can fsync a directory (Windows cannot): the files are
+    // complete and renamed either way; only the rename's durability is weaker.
+  } finally {
+    await handle?.close().catch(() => undefined);
+  }
+}
