@@ -1,0 +1,45 @@
+import type { Logger } from 'pino';
+import type { ApiClient } from '../src/api/client.js';
+import type { ColumnPlan } from '../src/csv/columns.js';
+import type { RowOptions } from '../src/csv/rows.js';
+import type { RowStatus } from '../src/outcomes.js';
+
+/**
+ * What a row processor receives (STYLE habit 7): the row, its collaborators,
+ * and the ledger's word on earlier attempts. No BullMQ in sight, so a
+ * processor is testable with nothing but a client and a sandbox.
+ */
+export interface RowContext {
+  importId: string;
+  row: number;
+  plan: ColumnPlan;
+  /** The row's cells, card data restored from its sealed job data. */
+  cells: readonly string[];
+  options: RowOptions;
+  api: ApiClient;
+  /**
+   * `sent`: an earlier attempt may have applied this row (its answer was lost,
+   * or its worker died mid-request), so a create must reconcile before it
+   * sends again. `pending`: nothing of this row can have reached the service.
+   */
+  previous: 'pending' | 'sent';
+  /** Upsert: the customers that matched before the first attempt, when recorded. */
+  preexisting: readonly string[] | undefined;
+  /** Marks the row `sent` in the ledger; called right before a non-idempotent request leaves. */
+  markSent(): Promise<void>;
+  /** Records which customers matched before the first attempt (upsert). */
+  recordPreexisting(customerIds: readonly string[]): Promise<void>;
+  log: Logger;
+}
+
+/** How a row ended. `note` explains a reconciled or needs-review row. */
+export interface RowOutcome {
+  status: RowStatus;
+  customerId?: string;
+  subscriptionId?: string;
+  paymentMethodKey?: string;
+  note?: string;
+  candidates?: readonly string[];
+}
+
+export type RowProcessor = (ctx: RowContext) => Promise<RowOutcome>;

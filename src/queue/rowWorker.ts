@@ -1,0 +1,183 @@
+import { UnrecoverableError, Worker, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { PROCESSORS, type RowContext, type RowOutcome } from '../../jobs/index.js';
+import type { ApiClient } from '../api/client.js';
+import { ApiError, ApiRateLimitedError } from '../api/errors.js';
+import { openSecrets, type CardKeyring } from '../cards/crypto.js';
+import type { ColumnPlan } from '../csv/columns.js';
+import { JOB_LOCK_MS } from '../policy.js';
+import type { JobName } from '../outcomes.js';
+import { isSettled, type ImportRecord, type ImportStore, type LedgerEntry } from '../store/importStore.js';
+import type { ApiBudget } from './budget.js';
+import { jobFigures, type CallFigures } from './figures.js';
+import {
+  ROWS_QUEUE,
+  RowJobDataSchema,
+  enqueueFinalize,
+  fullJitterBackoff,
+  type BackoffBounds,
+  type Queues,
+  type RowJobData,
+} from './queues.js';
+
+/** When a 429 gives no Retry-After, everyone waits this long. */
+const DEFAULT_RATE_LIMIT_WAIT_MS = 1_000;
+
+export interface RowWorkerOptions {
+  connection: Redis;
+  prefix: string;
+  concurrency: number;
+  store: ImportStore;
+  queues: Queues;
+  api: ApiClient;
+  budget: ApiBudget;
+  keyring: CardKeyring | undefined;
+  logger: Logger;
+  /** Retry backoff bounds; default DEFAULT_BACKOFF (1 s base, 60 s cap). */
+  backoff?: BackoffBounds;
+}
+
+/** The column plan of an import, rebuilt from its record (the producer validated it). */
+export function planOf(record: ImportRecord): ColumnPlan {
+  const index = new Map<string, number>();
+  record.paths.forEach((p, i) => {
+    if (p !== '') index.set(p, i);
+  });
+  return { kind: record.kind, headers: record.headers, paths: record.paths, index };
+}
+
+/**
+ * Runs row jobs: one processor per job name (jobs/), around which this file
+ * keeps the ledger, the API figures, the fleet-wide 429 handling and the
+ * settle-once rule. Retries happen in one place: the job's attempts.
+ */
+export function startRowWorker(options: RowWorkerOptions): Worker<RowJobData, unknown, JobName> {
+  const { store, queues, api, budget, logger } = options;
+  // Import records do not change once enqueued (but for counts, kept elsewhere).
+  const records = new Map<string, Promise<ImportRecord | undefined>>();
+  const recordOf = (importId: string): Promise<ImportRecord | undefined> => {
+    let record = records.get(importId);
+    if (!record) {
+      record = store.getImport(importId);
+      records.set(importId, record);
+      void record.then((r) => r ?? records.delete(importId));
+    }
+    return record;
+  };
+
+  async function settle(job: Job<RowJobData, unknown, JobName>, entry: LedgerEntry): Promise<void> {
+    const { importId, row } = job.data;
+    const result = await store.settle(importId, row, entry);
+    if (result.complete) await enqueueFinalize(queues, importId, result.round);
+  }
+
+  async function processRow(job: Job<RowJobData, unknown, JobName>): Promise<string> {
+    const data = RowJobDataSchema.parse(job.data);
+    const { importId, row } = data;
+    const log = logger.child({ importId, row, jobId: job.id });
+    const [record, stored] = await Promise.all([recordOf(importId), store.getRow(importId, row)]);
+    if (!record || !stored) throw new UnrecoverableError(`import ${importId} row ${row} has no record or ledger entry`);
+    if (isSettled(stored.s)) return `already ${stored.s}`;
+    const processor = PROCESSORS[job.name];
+    const plan = planOf(record);
+    const cells = [...stored.c];
+    if (data.secrets !== undefined) {
+      if (!options.keyring) throw new UnrecoverableError('this row carries card data, and this worker has no SUBSYNC_CARD_KEY to open it');
+      for (const [index, value] of Object.entries(openSecrets(options.keyring, data.secrets))) cells[Number(index)] = value;
+    }
+
+    const attempt = job.attemptsMade + 1;
+    const maxAttempts = job.opts.attempts ?? 1;
+    let entry: LedgerEntry = { ...stored, a: stored.a + 1, t: Date.now() };
+    let sentNow = false;
+    const figures: CallFigures = { apiCalls: 0, rateLimited: 0 };
+    const ctx: RowContext = {
+      importId,
+      row,
+      plan,
+      cells,
+      options: { expiryFormat: record.options.expiryFormat, match: record.options.match },
+      api,
+      previous: stored.s === 'sent' ? 'sent' : 'pending',
+      preexisting: stored.pre,
+      markSent: async () => {
+        entry = { ...entry, s: 'sent' };
+        sentNow = true;
+        if (!(await store.updateUnsettled(importId, row, entry))) throw new UnrecoverableError('row settled by another run meanwhile');
+      },
+      recordPreexisting: async (ids) => {
+        entry = { ...entry, pre: [...ids] };
+        await store.updateUnsettled(importId, row, entry);
+      },
+      log,
+    };
+
+    try {
+      const outcome: RowOutcome = await jobFigures.run(figures, () => processor(ctx));
+      await settle(job, outcomeEntry(entry, outcome));
+      log.debug({ status: outcome.status }, 'row settled');
+      return outcome.status;
+    } catch (error) {
+      if (error instanceof UnrecoverableError) throw error;
+      const notApplied = error instanceof ApiError && !error.maybeApplied;
+      if (sentNow && notApplied) {
+        // This attempt's request cannot have been applied: nothing to reconcile next time.
+        entry = { ...entry, s: 'pending' };
+        await store.updateUnsettled(importId, row, entry);
+      }
+      if (error instanceof ApiRateLimitedError) {
+        // Everyone slows down, and this row goes back to wait without spending an attempt.
+        const wait = error.retryAfterMs ?? DEFAULT_RATE_LIMIT_WAIT_MS;
+        await budget.block(wait);
+        await queues.rows.rateLimit(wait);
+        throw Worker.RateLimitError();
+      }
+      const transient = error instanceof ApiError ? error.transient : true;
+      const reason = describe(error);
+      if (transient && attempt < maxAttempts) {
+        log.info({ err: error, attempt }, 'row attempt failed; retrying');
+        throw error;
+      }
+      const unknownOutcome = entry.s === 'sent';
+      const settled: LedgerEntry = unknownOutcome
+        ? { ...entry, s: 'needs-review', e: `retries ran out and the last attempt may have been applied: ${reason}` }
+        : { ...entry, s: 'failed', e: transient ? `retries ran out: ${reason}` : reason };
+      await settle(job, settled);
+      log.warn({ status: settled.s, err: error }, 'row settled without success');
+      throw new UnrecoverableError(settled.e);
+    } finally {
+      await store.addFigures(importId, { ...figures, retries: attempt > 1 ? 1 : 0 });
+    }
+  }
+
+  const worker = new Worker<RowJobData, unknown, JobName>(ROWS_QUEUE, processRow, {
+    connection: options.connection,
+    prefix: options.prefix,
+    concurrency: options.concurrency,
+    lockDuration: JOB_LOCK_MS,
+    settings: {
+      backoffStrategy: (attemptsMade, _type, err) => fullJitterBackoff(attemptsMade, err instanceof ApiError ? err.retryAfterMs : undefined, options.backoff),
+    },
+  });
+  worker.on('error', (error) => logger.error({ err: error }, 'row worker error'));
+  return worker;
+}
+
+function outcomeEntry(entry: LedgerEntry, outcome: RowOutcome): LedgerEntry {
+  return {
+    ...entry,
+    s: outcome.status,
+    cid: outcome.customerId,
+    sid: outcome.subscriptionId,
+    pmk: outcome.paymentMethodKey,
+    e: outcome.note,
+    cand: outcome.candidates ? [...outcome.candidates] : undefined,
+  };
+}
+
+/** The reason stored for a row: the API's words when it gave some; never a request body. */
+function describe(error: unknown): string {
+  if (error instanceof ApiError) return error.apiMessage ? `${error.apiMessage} (${error.code}${error.status ? ` ${error.status}` : ''})` : error.message;
+  return error instanceof Error ? error.message : String(error);
+}

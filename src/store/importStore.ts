@@ -1,0 +1,305 @@
+import type { Redis } from 'ioredis';
+import { z } from 'zod';
+import { IMPORT_KINDS, JOB_NAMES, ROW_STATUSES, type ImportKind, type JobName, type RowStatus } from '../outcomes.js';
+import { storeKeys } from './keys.js';
+
+/**
+ * The import state in Redis (DESIGN section 4): one record per import, and a
+ * durable per-row ledger separate from the BullMQ jobs, so that a removed or
+ * re-added job can never make a settled row run again.
+ *
+ * Ledger states: `pending` (not sent, or proven not applied), `sent` (a
+ * request may have left: the next attempt reconciles before sending again),
+ * or a settled RowStatus. Only the worker holding a row's job writes an
+ * unsettled entry; settling is one Lua script, so counts move exactly once.
+ */
+
+export const UNSETTLED_STATES = ['pending', 'sent'] as const;
+export type RowState = (typeof UNSETTLED_STATES)[number] | RowStatus;
+
+export const LedgerEntrySchema = z.object({
+  /** The input row's cells, card data masked. */
+  c: z.array(z.string()),
+  /** The job that runs the row; null for an invalid row, which never runs. */
+  j: z.enum(JOB_NAMES).nullable(),
+  s: z.enum([...UNSETTLED_STATES, ...ROW_STATUSES]),
+  /** Attempts made (requests sent or tried), for results.csv. */
+  a: z.number().int().min(0),
+  cid: z.string().optional(),
+  sid: z.string().optional(),
+  pmk: z.string().optional(),
+  /** The rule broken, the API's words, or why the row needs review. */
+  e: z.string().optional(),
+  /** Epoch ms of the last attempt. */
+  t: z.number().optional(),
+  /** Upsert: customers that matched before the first attempt, so a later match is proven new. */
+  pre: z.array(z.string()).optional(),
+  /** needs-review: the candidate CustomerIDs. */
+  cand: z.array(z.string()).optional(),
+});
+export type LedgerEntry = z.infer<typeof LedgerEntrySchema>;
+
+export const isSettled = (state: RowState): state is RowStatus => state !== 'pending' && state !== 'sent';
+
+export const ImportOptionsSchema = z.object({
+  /** Upsert match field (`--match`), a customer field path. */
+  match: z.string().optional(),
+  expiryFormat: z.enum(['MMYY', 'YYMM']),
+  /** Attempts per row, the first included. */
+  attempts: z.number().int().min(1),
+});
+export type ImportOptions = z.infer<typeof ImportOptionsSchema>;
+
+
+const json = <T extends z.ZodType>(schema: T) => z.string().transform((text, ctx) => {
+  try {
+    return schema.parse(JSON.parse(text)) as z.infer<T>;
+  } catch {
+    ctx.addIssue({ code: 'custom', message: 'not the expected JSON' });
+    return z.NEVER;
+  }
+});
+const optionalNumber = z.string().optional().transform((v) => (v === undefined || v === '' ? undefined : Number(v)));
+
+const ImportRecordHashSchema = z.object({
+  id: z.string(),
+  file: z.string(),
+  kind: z.enum(IMPORT_KINDS),
+  headers: json(z.array(z.string())),
+  paths: json(z.array(z.string())),
+  options: json(ImportOptionsSchema),
+  createdAt: z.coerce.number(),
+  state: z.enum(['enqueuing', 'enqueued']),
+  total: optionalNumber,
+  round: z.coerce.number().int(),
+  lastSettledAt: optionalNumber,
+  finishedAt: optionalNumber,
+  resultsDir: z.string().optional(),
+});
+
+/**
+ * One import: the file as the operator named it, its kind, its header cells
+ * and the body paths they map to (same index), options; `state` is
+ * `enqueuing` until the producer has added every row, when `total` is known;
+ * `round` is bumped each time settled rows are reopened for retry (one set of
+ * results per round).
+ */
+export type ImportRecord = z.output<typeof ImportRecordHashSchema>;
+
+/** Counts of an import: by status, settled, and its API figures. */
+export interface ImportCounts {
+  byStatus: Record<RowStatus, number>;
+  settled: number;
+  apiCalls: number;
+  retries: number;
+  rateLimited: number;
+}
+
+// Settles a row once: refuses an entry already settled, so counts move once.
+// KEYS: ledger, counts, record. ARGV: row, entry JSON, status, now.
+const SETTLE_SCRIPT = `
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if current then
+  local s = cjson.decode(current).s
+  if s ~= 'pending' and s ~= 'sent' then return {0, 0, -1, 0} end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HINCRBY', KEYS[2], ARGV[3], 1)
+local settled = redis.call('HINCRBY', KEYS[2], 'settled', 1)
+redis.call('HSET', KEYS[3], 'lastSettledAt', ARGV[4])
+local total = tonumber(redis.call('HGET', KEYS[3], 'total') or '-1')
+local round = tonumber(redis.call('HGET', KEYS[3], 'round') or '0')
+return {1, settled, total, round}
+`;
+
+// Writes an unsettled entry unless the row has settled meanwhile.
+// KEYS: ledger. ARGV: row, entry JSON.
+const UPDATE_UNSETTLED_SCRIPT = `
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if current then
+  local s = cjson.decode(current).s
+  if s ~= 'pending' and s ~= 'sent' then return 0 end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+`;
+
+// Reopens a settled row for retry: takes it out of its count, starts a new round.
+// KEYS: ledger, counts, record. ARGV: row, entry JSON.
+const REOPEN_SCRIPT = `
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if not current then return -1 end
+local s = cjson.decode(current).s
+if s == 'pending' or s == 'sent' then return 0 end
+redis.call('HINCRBY', KEYS[2], s, -1)
+redis.call('HINCRBY', KEYS[2], 'settled', -1)
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HDEL', KEYS[3], 'finishedAt', 'resultsDir')
+return redis.call('HINCRBY', KEYS[3], 'round', 1)
+`;
+
+// Records the total once every row is in; returns how many have settled.
+// KEYS: record, counts. ARGV: total.
+const MARK_ENQUEUED_SCRIPT = `
+redis.call('HSET', KEYS[1], 'total', ARGV[1], 'state', 'enqueued')
+return {tonumber(redis.call('HGET', KEYS[2], 'settled') or '0'), tonumber(redis.call('HGET', KEYS[1], 'round') or '0')}
+`;
+
+/** What settling told: whether this call settled the row, and whether the import is now complete. */
+export interface SettleResult {
+  applied: boolean;
+  settled: number;
+  /** Every row is settled and the total is known: time to write the results. */
+  complete: boolean;
+  /** The import's current round (retries start new ones), for the finalize job's id. */
+  round: number;
+}
+
+export type ImportStore = ReturnType<typeof createImportStore>;
+
+export function createImportStore(redis: Redis, prefix: string) {
+  const keys = storeKeys(prefix);
+
+  async function settle(importId: string, row: number, entry: LedgerEntry, now = Date.now()): Promise<SettleResult> {
+    const reply = await redis.eval(
+      SETTLE_SCRIPT, 3, keys.ledger(importId), keys.counts(importId), keys.importRecord(importId),
+      String(row), JSON.stringify(entry), entry.s, String(now),
+    );
+    const [applied, settled, total, round] = numbers4(reply);
+    return { applied: applied === 1, settled, complete: applied === 1 && total >= 0 && settled === total, round };
+  }
+
+  return {
+    keys,
+
+    /** Creates the record unless one exists; returns the existing one when it does. */
+    async createImport(record: Pick<ImportRecord, 'id' | 'file' | 'kind' | 'headers' | 'paths' | 'options' | 'createdAt' | 'state' | 'round'>): Promise<ImportRecord | undefined> {
+      const key = keys.importRecord(record.id);
+      const created = await redis.hsetnx(key, 'id', record.id);
+      if (created === 0) return this.getImport(record.id);
+      await redis
+        .multi()
+        .hset(key, {
+          file: record.file,
+          kind: record.kind,
+          headers: JSON.stringify(record.headers),
+          paths: JSON.stringify(record.paths),
+          options: JSON.stringify(record.options),
+          createdAt: String(record.createdAt),
+          state: record.state,
+          round: String(record.round),
+        })
+        .zadd(keys.imports, record.createdAt, record.id)
+        .exec();
+      return undefined;
+    },
+
+    async getImport(importId: string): Promise<ImportRecord | undefined> {
+      const hash = await redis.hgetall(keys.importRecord(importId));
+      if (!hash.state) return undefined;
+      return ImportRecordHashSchema.parse(hash);
+    },
+
+    /** Import ids, newest first. */
+    async listImportIds(limit = 50): Promise<string[]> {
+      return redis.zrevrange(keys.imports, 0, limit - 1);
+    },
+
+    /** Writes ledger entries for rows that have none yet (a re-run producer changes nothing). */
+    async putPendingRows(importId: string, rows: ReadonlyArray<{ row: number; entry: LedgerEntry }>): Promise<void> {
+      if (rows.length === 0) return;
+      const pipeline = redis.pipeline();
+      for (const { row, entry } of rows) pipeline.hsetnx(keys.ledger(importId), String(row), JSON.stringify(entry));
+      await pipeline.exec();
+    },
+
+    /** Settles many rows in one round trip (the producer's invalid rows). */
+    async settleMany(importId: string, rows: ReadonlyArray<{ row: number; entry: LedgerEntry }>, now = Date.now()): Promise<void> {
+      if (rows.length === 0) return;
+      const pipeline = redis.pipeline();
+      for (const { row, entry } of rows) {
+        pipeline.eval(SETTLE_SCRIPT, 3, keys.ledger(importId), keys.counts(importId), keys.importRecord(importId), String(row), JSON.stringify(entry), entry.s, String(now));
+      }
+      await pipeline.exec();
+    },
+
+    settle,
+
+    async getRow(importId: string, row: number): Promise<LedgerEntry | undefined> {
+      const text = await redis.hget(keys.ledger(importId), String(row));
+      return text === null ? undefined : LedgerEntrySchema.parse(JSON.parse(text));
+    },
+
+    /** Writes an unsettled entry (sent, back to pending, pre-existing ids); false if the row settled meanwhile. */
+    async updateUnsettled(importId: string, row: number, entry: LedgerEntry): Promise<boolean> {
+      const reply = await redis.eval(UPDATE_UNSETTLED_SCRIPT, 1, keys.ledger(importId), String(row), JSON.stringify(entry));
+      return reply === 1;
+    },
+
+    /** Reopens a settled row for retry; returns the new round, or undefined when it was not settled. */
+    async reopenRow(importId: string, row: number, entry: LedgerEntry): Promise<number | undefined> {
+      const reply = await redis.eval(REOPEN_SCRIPT, 3, keys.ledger(importId), keys.counts(importId), keys.importRecord(importId), String(row), JSON.stringify(entry));
+      return typeof reply === 'number' && reply > 0 ? reply : undefined;
+    },
+
+    /** Records the row total; `complete` when every row had already settled (all invalid, or fast workers). */
+    async markEnqueued(importId: string, total: number): Promise<{ settled: number; complete: boolean; round: number }> {
+      const reply = await redis.eval(MARK_ENQUEUED_SCRIPT, 2, keys.importRecord(importId), keys.counts(importId), String(total));
+      const [settled, round] = z.tuple([z.number(), z.number()]).parse(reply);
+      return { settled, complete: settled === total, round };
+    },
+
+    async addFigures(importId: string, figures: { apiCalls: number; retries: number; rateLimited: number }): Promise<void> {
+      if (figures.apiCalls === 0 && figures.retries === 0 && figures.rateLimited === 0) return;
+      const key = keys.counts(importId);
+      await redis
+        .pipeline()
+        .hincrby(key, 'apiCalls', figures.apiCalls)
+        .hincrby(key, 'retries', figures.retries)
+        .hincrby(key, 'rateLimited', figures.rateLimited)
+        .exec();
+    },
+
+    async counts(importId: string): Promise<ImportCounts> {
+      const hash = await redis.hgetall(keys.counts(importId));
+      const n = (field: string): number => Number(hash[field] ?? 0);
+      const byStatus = Object.fromEntries(ROW_STATUSES.map((s) => [s, n(s)])) as Record<RowStatus, number>;
+      return { byStatus, settled: n('settled'), apiCalls: n('apiCalls'), retries: n('retries'), rateLimited: n('rateLimited') };
+    },
+
+    /** Every ledger entry in row order, read in chunks: memory stays flat however long the file. */
+    async *rowsInOrder(importId: string, total: number, chunk = 1000): AsyncGenerator<{ row: number; entry: LedgerEntry }> {
+      for (let first = 1; first <= total; first += chunk) {
+        const rows = Array.from({ length: Math.min(chunk, total - first + 1) }, (_, i) => String(first + i));
+        const texts = await redis.hmget(keys.ledger(importId), ...rows);
+        for (let i = 0; i < rows.length; i++) {
+          const text = texts[i];
+          if (text === null || text === undefined) throw new Error(`import ${importId}: row ${first + i} has no ledger entry`);
+          yield { row: first + i, entry: LedgerEntrySchema.parse(JSON.parse(text)) };
+        }
+      }
+    },
+
+    /** Rows whose status is one of `statuses`, in order (for retry and the dashboard). */
+    async *rowsWithStatus(importId: string, statuses: ReadonlySet<RowState>): AsyncGenerator<{ row: number; entry: LedgerEntry }> {
+      const record = await this.getImport(importId);
+      if (!record?.total) return;
+      for await (const item of this.rowsInOrder(importId, record.total)) if (statuses.has(item.entry.s)) yield item;
+    },
+
+    async markFinished(importId: string, round: number, resultsDir: string, now = Date.now()): Promise<void> {
+      // Only the current round finishes the import: a retry meanwhile started another.
+      const current = Number(await redis.hget(keys.importRecord(importId), 'round'));
+      if (current !== round) return;
+      await redis.hset(keys.importRecord(importId), { finishedAt: String(now), resultsDir });
+    },
+  };
+}
+
+function numbers4(reply: unknown): [number, number, number, number] {
+  const parsed = z.tuple([z.number(), z.number(), z.number(), z.number()]).safeParse(reply);
+  if (!parsed.success) throw new Error(`unexpected reply from Redis script: ${JSON.stringify(reply)}`);
+  return parsed.data;
+}
+
+export type { ImportKind, JobName };

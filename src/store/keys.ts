@@ -1,0 +1,21 @@
+/**
+ * Every Redis key subsync itself writes (BullMQ keeps its own under the same
+ * prefix). With a hash-tagged prefix such as `{subsync}`, they all live in
+ * one Redis Cluster slot, which the Lua scripts need.
+ */
+export function storeKeys(prefix: string) {
+  return {
+    /** Sorted set of import ids by creation time. */
+    imports: `${prefix}:imports`,
+    /** Hash: the import record (file, kind, columns, options, total, round, times). */
+    importRecord: (importId: string) => `${prefix}:import:${importId}`,
+    /** Hash: row number -> ledger entry (JSON). */
+    ledger: (importId: string) => `${prefix}:import:${importId}:rows`,
+    /** Hash: counts by status, `settled`, and the API figures of the import. */
+    counts: (importId: string) => `${prefix}:import:${importId}:counts`,
+    /** The fleet-wide API budget: theoretical arrival time, and the block after a 429. */
+    budgetTat: `${prefix}:budget:tat`,
+    budgetBlockedUntil: `${prefix}:budget:blocked-until`,
+  };
+}
+export type StoreKeys = ReturnType<typeof storeKeys>;
