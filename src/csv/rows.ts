@@ -1,0 +1,471 @@
+/**
+ * One row of a planned file: its validation (DESIGN section 2, "Per row"),
+ * the request bodies built from it (pure; the workers call these), and its
+ * masked copy for results, errors and the dashboard (DESIGN section 6).
+ *
+ * Decisions:
+ * - Cell values are trimmed of surrounding whitespace before they are checked
+ *   or sent (a spreadsheet's stray space must not make `GBR ` an invalid
+ *   country), except Password, whose spaces may be meant.
+ * - ExpirationDate is checked in the file's `--expiry-format` (MMYY by
+ *   default) and always sent to the API as MMYY, the order the service takes;
+ *   with `--expiry-format YYMM`, `3012` is sent as `1230`.
+ * - A PaymentMethodKey written in braces (`{…}`, a common GUID text form) is
+ *   sent without them.
+ * - Messages never hold the value of a card number or CVC column, and any
+ *   other value quoted in a message has card-number-like digit runs masked
+ *   (a card number pasted into the wrong column stays out of the messages).
+ */
+import {
+  CREDIT_CARD_FIELDS,
+  CUSTOMER_INPUT_FIELDS,
+  CustomerInputSchema,
+  SIGNUP_CUSTOMER_FIELDS,
+  SignupRequestSchema,
+  UpdatePaymentMethodRequestSchema,
+  describeZodError,
+  type CreditCardInfo,
+  type CustomerInput,
+  type SignupCustomer,
+  type SignupRequest,
+  type SubscriptionItem,
+  type UpdatePaymentMethodRequest,
+} from '../api/schemas/index.js';
+import {
+  isCardNumber,
+  isCountryCode,
+  isCurrentExpiry,
+  isCvc,
+  isEmailAddress,
+  isGuid,
+  isNumericText,
+  maskCardNumber,
+  type ExpiryFormat,
+} from '../api/rules.js';
+import {
+  CUSTOMER_ID,
+  PAYMENT_METHOD_KEY,
+  REQUIRED_PATHS,
+  itemPath,
+  parseItemPath,
+  resolvePath,
+  secretPaths,
+  signupCardPath,
+  signupCustomerPath,
+  subscriptionPath,
+  type ColumnPlan,
+} from './columns.js';
+import type { CsvRow } from './reader.js';
+
+/** The rule a row broke; every row error names one. */
+export type RowRule =
+  | 'column-count'
+  | 'required'
+  | 'country-code'
+  | 'expiry'
+  | 'card-number'
+  | 'cvc'
+  | 'email'
+  | 'guid'
+  | 'numeric'
+  | 'provisioning'
+  | 'shape';
+
+export interface RowError {
+  /** The row number (1 = the first data record). */
+  row: number;
+  /** The file's header text of the column; the path when the file has no such column; '' for `column-count`. */
+  column: string;
+  rule: RowRule;
+  /** A sentence for operators: `row 7, column "EmailAddress": "bob@" is not an email address (rule: email)`. */
+  message: string;
+}
+
+export interface RowOptions {
+  /** The order of month and year in the file's ExpirationDate cells. The API always gets MMYY. */
+  expiryFormat: ExpiryFormat;
+  /** "Now" for the expiry check; default: the current time. */
+  now?: Date;
+  /** Customers upsert (`--match FIELD`): the match field's path, e.g. `EmailAddress`. */
+  match?: string;
+}
+
+type Cells = readonly string[];
+
+/** Paths whose cells are sent as written, without trimming. */
+const UNTRIMMED_PATHS: ReadonlySet<string> = new Set(['Password']);
+
+/**
+ * The cell of `path` in a row: trimmed (Password excepted); '' when the row is
+ * shorter than the header; undefined when the file has no such column.
+ */
+export function cellOf(plan: ColumnPlan, cells: Cells, path: string): string | undefined {
+  const column = plan.index.get(path);
+  if (column === undefined) return undefined;
+  const cell = cells[column] ?? '';
+  return UNTRIMMED_PATHS.has(path) ? cell : cell.trim();
+}
+
+/** ExpirationDate as the API takes it (MMYY), from the file's order; other text is left as it is. */
+export function toApiExpiry(value: string, format: ExpiryFormat): string {
+  return format === 'YYMM' && /^\d{4}$/.test(value) ? `${value.slice(2)}${value.slice(0, 2)}` : value;
+}
+
+/** A GUID without the braces of its `{…}` form. */
+const withoutBraces = (key: string): string => key.replace(/^\{(.*)\}$/, '$1');
+
+// ---------------------------------------------------------------------------
+// Builders
+
+/** Every member of a create body, blank: '' for text, null for MobileNumber. */
+const BLANK_CUSTOMER_INPUT: CustomerInput = CustomerInputSchema.parse({
+  ...Object.fromEntries(CUSTOMER_INPUT_FIELDS.map((field) => [field, ''])),
+  MobileNumber: null,
+});
+
+/**
+ * The body of a customer create or update.
+ * - Without `base` (create): every member; the file's value, or '' when the
+ *   column is absent; MobileNumber null when empty or absent.
+ * - With `base` (update: the customer as read, minus CustomerID and
+ *   CollectionMethod): only the file's columns are overlaid; a present column
+ *   with an empty cell clears the member ('' or null), an absent one keeps it.
+ */
+export function buildCustomerInput(plan: ColumnPlan, cells: Cells, base?: CustomerInput): CustomerInput {
+  const body: CustomerInput = { ...BLANK_CUSTOMER_INPUT };
+  if (base !== undefined) {
+    // Member by member, so that nothing but the body's members is carried over.
+    for (const field of CUSTOMER_INPUT_FIELDS) {
+      if (field === 'MobileNumber') body.MobileNumber = base.MobileNumber;
+      else body[field] = base[field];
+    }
+  }
+  for (const field of CUSTOMER_INPUT_FIELDS) {
+    const value = cellOf(plan, cells, field);
+    if (value === undefined) continue;
+    if (field === 'MobileNumber') body.MobileNumber = value === '' ? null : value;
+    else body[field] = value;
+  }
+  return body;
+}
+
+/** Every member of a sign-up's customer, blank (the create body without Password). */
+const { Password: _password, ...BLANK_SIGNUP_CUSTOMER } = BLANK_CUSTOMER_INPUT;
+
+function buildCard(plan: ColumnPlan, cells: Cells, pathOf: (field: string) => string, format: ExpiryFormat): CreditCardInfo {
+  const card: CreditCardInfo = {
+    AccountNumber: '', CVCode: '', ExpirationDate: '', FirstName: '', LastName: '', AddressLine1: '', AddressLine2: '',
+    City: '', StateProvince: '', PostalCode: '', CountryCode: '', IPAddress: '',
+  };
+  for (const field of CREDIT_CARD_FIELDS) {
+    const value = cellOf(plan, cells, pathOf(field)) ?? '';
+    card[field] = field === 'ExpirationDate' ? toApiExpiry(value, format) : value;
+  }
+  return card;
+}
+
+/** The provisioning columns of a plan, grouped by item index (computed once per plan). */
+interface ItemColumns {
+  index: number;
+  productCode: number | undefined;
+  subscriptionItemId: number | undefined;
+  fields: { code: string; column: number }[];
+  /** Every column of this item. */
+  columns: number[];
+}
+
+const itemColumnsCache = new WeakMap<ColumnPlan, ItemColumns[]>();
+
+function itemColumnsOf(plan: ColumnPlan): ItemColumns[] {
+  const cached = itemColumnsCache.get(plan);
+  if (cached) return cached;
+  const byIndex = new Map<number, ItemColumns>();
+  plan.paths.forEach((path, column) => {
+    if (plan.kind !== 'signups' || path === '' || plan.index.get(path) !== column) return;
+    const parsed = parseItemPath(path);
+    if (!parsed || !('item' in parsed)) return;
+    const { index, member, fieldCode } = parsed.item;
+    let item = byIndex.get(index);
+    if (!item) {
+      item = { index, productCode: undefined, subscriptionItemId: undefined, fields: [], columns: [] };
+      byIndex.set(index, item);
+    }
+    item.columns.push(column);
+    if (member === 'ProductCode') item.productCode = column;
+    else if (member === 'SubscriptionItemID') item.subscriptionItemId = column;
+    else if (fieldCode !== undefined) item.fields.push({ code: fieldCode, column });
+  });
+  const items = [...byIndex.values()].sort((a, b) => a.index - b.index);
+  itemColumnsCache.set(plan, items);
+  return items;
+}
+
+const cellAt = (cells: Cells, column: number | undefined): string => (column === undefined ? '' : (cells[column] ?? '').trim());
+const itemHasValues = (item: ItemColumns, cells: Cells): boolean => item.columns.some((column) => cellAt(cells, column) !== '');
+
+/**
+ * The body of POST /json/signups: Customer (no Password), CreditCardInfo
+ * (ExpirationDate as MMYY), Subscription. SubscriptionItems only when some
+ * item cell has a value: the items in index order, each with one
+ * `{ProductFieldCode, Value}` per non-empty `Fields.<code>` cell, in column order.
+ */
+export function buildSignupRequest(plan: ColumnPlan, cells: Cells, options: Pick<RowOptions, 'expiryFormat'>): SignupRequest {
+  const customer: SignupCustomer = { ...BLANK_SIGNUP_CUSTOMER };
+  for (const field of SIGNUP_CUSTOMER_FIELDS) {
+    const value = cellOf(plan, cells, signupCustomerPath(field)) ?? '';
+    if (field === 'MobileNumber') customer.MobileNumber = value === '' ? null : value;
+    else customer[field] = value;
+  }
+  const subscription = (field: string): string => cellOf(plan, cells, subscriptionPath(field)) ?? '';
+  const items: SubscriptionItem[] = itemColumnsOf(plan)
+    .filter((item) => itemHasValues(item, cells))
+    .map((item) => ({
+      ProductCode: cellAt(cells, item.productCode),
+      SubscriptionItemID: cellAt(cells, item.subscriptionItemId),
+      Fields: item.fields
+        .map(({ code, column }) => ({ ProductFieldCode: code, Value: cellAt(cells, column) }))
+        .filter((field) => field.Value !== ''),
+    }));
+  return {
+    Customer: customer,
+    CreditCardInfo: buildCard(plan, cells, signupCardPath, options.expiryFormat),
+    Subscription: {
+      OfferCode: subscription('OfferCode'),
+      PromotionCode: subscription('PromotionCode'),
+      ResellerID: subscription('ResellerID'),
+      SubscriptionID: subscription('SubscriptionID'),
+      ...(items.length > 0 ? { SubscriptionItems: items } : {}),
+    },
+  };
+}
+
+/**
+ * PUT /json/paymentmethods/{paymentMethodKey}: the key for the path and the
+ * body, whose CreditCard.PaymentMethodKey is the same key.
+ */
+export function buildCardUpdate(
+  plan: ColumnPlan,
+  cells: Cells,
+  options: Pick<RowOptions, 'expiryFormat'>,
+): { paymentMethodKey: string; body: UpdatePaymentMethodRequest } {
+  const paymentMethodKey = withoutBraces(cellOf(plan, cells, PAYMENT_METHOD_KEY) ?? '');
+  const card = buildCard(plan, cells, (field) => field, options.expiryFormat);
+  return { paymentMethodKey, body: { CreditCard: { ...card, PaymentMethodKey: paymentMethodKey } } };
+}
+
+// ---------------------------------------------------------------------------
+// Validation
+
+/** A check of one column's non-empty value; `describe` says what is wrong, or undefined when nothing is. */
+interface FieldCheck {
+  path: string;
+  rule: RowRule;
+  describe(value: string, options: RowOptions): string | undefined;
+}
+
+const countryCode = (path: string): FieldCheck => ({
+  path,
+  rule: 'country-code',
+  describe: (value) => (isCountryCode(value) ? undefined : `${show(value)} is not a three-letter country code (ISO 3166-1 alpha-3, e.g. GBR)`),
+});
+const email = (path: string): FieldCheck => ({
+  path,
+  rule: 'email',
+  describe: (value) => (isEmailAddress(value) ? undefined : `${show(value)} is not an email address`),
+});
+// The card number and the CVC are never quoted: their messages say what is wrong, not what was written.
+const cardNumber = (path: string): FieldCheck => ({
+  path,
+  rule: 'card-number',
+  describe: (value) => {
+    if (!/^\d+$/.test(value)) return 'is not a card number: digits only, without spaces or dashes';
+    if (value.length < 12 || value.length > 19) return `is not a card number: 12 to 19 digits expected, it has ${value.length}`;
+    return isCardNumber(value) ? undefined : 'is not a valid card number (Luhn check failed)';
+  },
+});
+const cvc = (path: string): FieldCheck => ({
+  path,
+  rule: 'cvc',
+  describe: (value) => (isCvc(value) ? undefined : 'is not a card verification code: 3 or 4 digits expected'),
+});
+const expiry = (path: string): FieldCheck => ({
+  path,
+  rule: 'expiry',
+  describe: (value, options) => {
+    const format = options.expiryFormat;
+    if (isCurrentExpiry(value, format, options.now ?? new Date())) return undefined;
+    const month = Number(format === 'MMYY' ? value.slice(0, 2) : value.slice(2));
+    if (!/^\d{4}$/.test(value) || month < 1 || month > 12) {
+      return `${show(value)} is not an expiry date: four digits ${format} expected (--expiry-format MMYY|YYMM)`;
+    }
+    return `${show(value)} is in the past (${format}): the card has expired`;
+  },
+});
+const guid = (path: string): FieldCheck => ({
+  path,
+  rule: 'guid',
+  describe: (value) => (isGuid(value) ? undefined : `${show(value)} is not a GUID (e.g. 6f1c2b9e-3d4a-4c5b-8e7f-0a1b2c3d4e01)`),
+});
+const numeric = (path: string): FieldCheck => ({
+  path,
+  rule: 'numeric',
+  describe: (value) => (isNumericText(value) ? undefined : `${show(value)} is not numeric text (a CustomerID is digits only)`),
+});
+
+/** The format checks of each kind, applied to non-empty cells (emptiness is the `required` rule's business). */
+const FIELD_CHECKS: Readonly<Record<ColumnPlan['kind'], readonly FieldCheck[]>> = {
+  customers: [numeric(CUSTOMER_ID), email('EmailAddress'), countryCode('CountryCode')],
+  signups: [
+    email(signupCustomerPath('EmailAddress')),
+    countryCode(signupCustomerPath('CountryCode')),
+    cardNumber(signupCardPath('AccountNumber')),
+    expiry(signupCardPath('ExpirationDate')),
+    cvc(signupCardPath('CVCode')),
+    countryCode(signupCardPath('CountryCode')),
+  ],
+  cards: [guid(PAYMENT_METHOD_KEY), cardNumber('AccountNumber'), expiry('ExpirationDate'), cvc('CVCode'), countryCode('CountryCode')],
+};
+
+/**
+ * Every rule the row breaks (DESIGN section 2), none when it may be sent. A
+ * row whose cell count differs from the header's reports only that: its
+ * values are not where their columns say, so nothing else about it is true.
+ */
+export function validateRow(plan: ColumnPlan, row: CsvRow, options: RowOptions): RowError[] {
+  const { cells } = row;
+  const errors: { column: number; error: RowError }[] = [];
+  const columnOf = (path: string): number => plan.index.get(path) ?? Number.MAX_SAFE_INTEGER;
+  const report = (path: string, rule: RowRule, text: string): void => {
+    const column = plan.index.get(path);
+    const name = column === undefined ? path : (plan.headers[column]?.trim() ?? path);
+    errors.push({
+      column: columnOf(path),
+      error: { row: row.row, column: name, rule, message: `row ${row.row}, column "${name}": ${text} (rule: ${rule})` },
+    });
+  };
+
+  if (cells.length !== plan.headers.length) {
+    const rule: RowRule = 'column-count';
+    const text = `row ${row.row} (line ${row.line}): ${cells.length} cells where the header has ${plan.headers.length}; check for an unquoted comma or a missing cell (rule: ${rule})`;
+    return [{ row: row.row, column: '', rule, message: text }];
+  }
+
+  for (const { path, text } of requiredProblems(plan, cells, options)) report(path, 'required', text);
+
+  for (const check of FIELD_CHECKS[plan.kind]) {
+    const value = cellOf(plan, cells, check.path);
+    if (value === undefined || value === '') continue;
+    const problem = check.describe(value, options);
+    if (problem !== undefined) report(check.path, check.rule, problem);
+  }
+
+  if (plan.kind === 'signups') {
+    for (const item of itemColumnsOf(plan)) {
+      if (cellAt(cells, item.productCode) !== '' || !itemHasValues(item, cells)) continue;
+      const path = itemPath(item.index, 'ProductCode');
+      report(path, 'provisioning', `is empty, but item ${item.index} has other values: every subscription item needs its ProductCode`);
+    }
+  }
+
+  const shape = shapeProblem(plan, cells, options);
+  if (shape !== undefined) report(shape.path, 'shape', shape.text);
+
+  return errors.sort((a, b) => a.column - b.column).map(({ error }) => error);
+}
+
+/** The `required` rule: which required values are empty in this row, and why they are required. */
+function requiredProblems(plan: ColumnPlan, cells: Cells, options: RowOptions): { path: string; text: string }[] {
+  const problems: { path: string; text: string }[] = [];
+  const blank = (path: string): boolean => (cellOf(plan, cells, path) ?? '') === '';
+  const require = (path: string, why: string): void => {
+    if (!blank(path)) return;
+    const absent = plan.index.get(path) === undefined;
+    problems.push({ path, text: absent ? `is required ${why}, but the file has no such column` : `is empty; required ${why}` });
+  };
+
+  switch (plan.kind) {
+    case 'customers': {
+      if (blank(CUSTOMER_ID)) {
+        // A create, or an upsert that may create: the service refuses a customer without names.
+        const why = options.match === undefined ? 'for a new customer (no CustomerID)' : 'for an upsert (no CustomerID)';
+        for (const path of REQUIRED_PATHS.customers) require(path, why);
+        const match = options.match === undefined ? undefined : (resolvePath('customers', options.match.trim()) ?? options.match);
+        if (match !== undefined && match !== 'LastName') require(match, 'to find the customer (--match)');
+      } else {
+        // An update: an absent column keeps the stored name, but a blank one would clear it.
+        for (const path of REQUIRED_PATHS.customers) {
+          if (plan.index.has(path) && blank(path)) {
+            problems.push({ path, text: 'is empty: a customer cannot be updated to a blank name (leave the column out to keep it)' });
+          }
+        }
+      }
+      break;
+    }
+    case 'signups':
+      for (const path of REQUIRED_PATHS.signups) require(path, 'for a sign-up');
+      break;
+    case 'cards':
+      for (const path of REQUIRED_PATHS.cards) require(path, 'for a card update');
+      break;
+  }
+  return problems;
+}
+
+/** The last guard: the body this row would send parses with its wire schema. */
+function shapeProblem(plan: ColumnPlan, cells: Cells, options: RowOptions): { path: string; text: string } | undefined {
+  const parsed = (() => {
+    switch (plan.kind) {
+      case 'customers':
+        return CustomerInputSchema.safeParse(buildCustomerInput(plan, cells));
+      case 'signups':
+        return SignupRequestSchema.safeParse(buildSignupRequest(plan, cells, options));
+      case 'cards':
+        return UpdatePaymentMethodRequestSchema.safeParse(buildCardUpdate(plan, cells, options).body);
+    }
+  })();
+  if (parsed.success) return undefined;
+  const first = parsed.error.issues[0];
+  return { path: first?.path.join('.') || '(body)', text: `the request body would not be valid: ${describeZodError(parsed.error)}` };
+}
+
+// ---------------------------------------------------------------------------
+// Masking
+
+const MAX_SHOWN = 60;
+/** A run of 12 to 19 digits, spaces or dashes allowed between them: the shape of a card number. */
+const CARD_LIKE_RUN = /\d(?:[ -]?\d){11,18}/g;
+
+/** A value quoted for a message: card-number-like digit runs masked, long text cut. */
+export function show(value: string): string {
+  const masked = value.replace(CARD_LIKE_RUN, (run) => maskCardNumber(run));
+  return JSON.stringify(masked.length > MAX_SHOWN ? `${masked.slice(0, MAX_SHOWN)}…` : masked);
+}
+
+/** The columns of a plan holding payment-card data: the card number's and the CVC's. */
+export function secretColumnIndexes(plan: ColumnPlan): number[] {
+  const secret = secretPaths(plan.kind);
+  if (!secret) return [];
+  return plan.paths.flatMap((path, column) => (path === secret.accountNumber || path === secret.cvCode ? [column] : []));
+}
+
+/**
+ * A copy of a row fit for results, errors.csv and the dashboard: every card
+ * number masked to its last four digits, every CVC empty. A row of a card file
+ * whose cell count differs from the header has its values out of place, so
+ * there every cell shaped like a card number is masked and every cell of 3 or
+ * 4 digits alone (a possible CVC) is emptied, whatever its column.
+ */
+export function maskCells(plan: ColumnPlan, cells: Cells): string[] {
+  const secret = secretPaths(plan.kind);
+  const masked = [...cells];
+  if (!secret) return masked;
+  const misaligned = cells.length !== plan.headers.length;
+  masked.forEach((cell, column) => {
+    const path = misaligned ? undefined : plan.paths[column];
+    if (path === secret.accountNumber) masked[column] = cell.trim() === '' ? '' : maskCardNumber(cell);
+    else if (path === secret.cvCode) masked[column] = '';
+    else if (misaligned && /^\s*\d(?:[ -]?\d){11,18}\s*$/.test(cell)) masked[column] = maskCardNumber(cell);
+    else if (misaligned && /^\s*\d{3,4}\s*$/.test(cell)) masked[column] = '';
+  });
+  return masked;
+}
