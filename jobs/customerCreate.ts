@@ -1,16 +1,18 @@
 import { buildCustomerInput } from '../src/csv/rows.js';
 import { findCreated, reconciliation } from './reconcile.js';
-import type { RowProcessor } from './types.js';
+import type { ReadBack, RowProcessor } from './types.js';
+
+/** Whether this row's create happened: reads the customer back by name and email. */
+export const readBackCustomer: ReadBack = async (ctx) => reconciliation(await findCreated(ctx.api, buildCustomerInput(ctx.plan, ctx.cells)), 'the create');
 
 /** `customer.create`: POST /json/customers, reconciling first when an earlier attempt may have applied. */
 export const customerCreate: RowProcessor = async (ctx) => {
-  const body = buildCustomerInput(ctx.plan, ctx.cells);
   if (ctx.previous === 'sent') {
-    const verdict = reconciliation(await findCreated(ctx.api, body), 'the create');
+    const verdict = await readBackCustomer(ctx);
     if (verdict) return verdict;
   }
   // Marked before the request leaves: a crash after this line reconciles instead of re-creating.
   await ctx.markSent();
-  const { CustomerID } = await ctx.api.createCustomer(body);
+  const { CustomerID } = await ctx.api.createCustomer(buildCustomerInput(ctx.plan, ctx.cells));
   return { status: 'created', customerId: CustomerID };
 };

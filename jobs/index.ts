@@ -1,12 +1,12 @@
 import type { JobName } from '../src/outcomes.js';
-import { customerCreate } from './customerCreate.js';
+import { customerCreate, readBackCustomer } from './customerCreate.js';
 import { customerUpdate } from './customerUpdate.js';
-import { customerUpsert } from './customerUpsert.js';
+import { customerUpsert, readBackUpsert } from './customerUpsert.js';
 import { paymentMethodUpdate } from './paymentMethodUpdate.js';
-import { signup } from './signup.js';
-import type { RowProcessor } from './types.js';
+import { readBackSignup, signup } from './signup.js';
+import type { ReadBack, RowProcessor } from './types.js';
 
-export type { RowContext, RowOutcome, RowProcessor } from './types.js';
+export type { ReadBack, RowContext, RowOutcome, RowProcessor } from './types.js';
 
 /** One processor per job name of the rows queue. */
 export const PROCESSORS: Readonly<Record<JobName, RowProcessor>> = {
@@ -15,4 +15,11 @@ export const PROCESSORS: Readonly<Record<JobName, RowProcessor>> = {
   'customer.upsert': customerUpsert,
   signup,
   'paymentMethod.update': paymentMethodUpdate,
+};
+
+/** How each non-idempotent job reads its create back (the PUTs need none). */
+export const READ_BACKS: Readonly<Partial<Record<JobName, ReadBack>>> = {
+  'customer.create': readBackCustomer,
+  'customer.upsert': readBackUpsert,
+  signup: readBackSignup,
 };

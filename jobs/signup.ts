@@ -1,6 +1,18 @@
 import { buildSignupRequest } from '../src/csv/rows.js';
 import { findCreated, reconciliation } from './reconcile.js';
-import type { RowProcessor } from './types.js';
+import type { ReadBack, RowProcessor } from './types.js';
+
+/**
+ * Whether this row's sign-up happened, read back by its customer. The
+ * interface has no way to read a customer's subscriptions, so a reconciled
+ * sign-up has an empty SubscriptionID and a note saying so.
+ */
+export const readBackSignup: ReadBack = async (ctx) => {
+  const body = buildSignupRequest(ctx.plan, ctx.cells, ctx.options);
+  const verdict = reconciliation(await findCreated(ctx.api, body.Customer), 'the sign-up');
+  if (verdict?.status !== 'reconciled') return verdict;
+  return { ...verdict, subscriptionId: '', note: `${verdict.note ?? ''}; its SubscriptionID cannot be read back through the API, so it is left empty` };
+};
 
 /**
  * `signup`: POST /json/signups, which creates the customer, the subscription
@@ -8,16 +20,11 @@ import type { RowProcessor } from './types.js';
  * an earlier attempt may have applied.
  */
 export const signup: RowProcessor = async (ctx) => {
-  const body = buildSignupRequest(ctx.plan, ctx.cells, ctx.options);
   if (ctx.previous === 'sent') {
-    const verdict = reconciliation(await findCreated(ctx.api, body.Customer), 'the sign-up');
-    if (verdict?.status === 'reconciled') {
-      // The interface has no way to read a customer's subscriptions back.
-      return { ...verdict, subscriptionId: '', note: `${verdict.note ?? ''}; its SubscriptionID cannot be read back through the API, so it is left empty` };
-    }
+    const verdict = await readBackSignup(ctx);
     if (verdict) return verdict;
   }
   await ctx.markSent();
-  const { CustomerID, SubscriptionID } = await ctx.api.signUp(body);
+  const { CustomerID, SubscriptionID } = await ctx.api.signUp(buildSignupRequest(ctx.plan, ctx.cells, ctx.options));
   return { status: 'signed-up', customerId: CustomerID, subscriptionId: SubscriptionID };
 };

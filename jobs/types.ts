@@ -43,3 +43,9 @@ export interface RowOutcome {
 }
 
 export type RowProcessor = (ctx: RowContext) => Promise<RowOutcome>;
+
+/**
+ * Reads a possibly-applied create back: its verdict (reconciled or
+ * needs-review), or undefined when nothing of it is found.
+ */
+export type ReadBack = (ctx: RowContext) => Promise<RowOutcome | undefined>;

@@ -6,33 +6,27 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import { z } from 'zod';
 import { CONFIG_VARIABLES } from './config.js';
+import { packageRoot } from './paths.js';
 import { register as registerDemo } from './cli/demo.js';
 import { exitReportFor } from './cli/exitCodes.js';
+import { register as registerImport } from './cli/import.js';
+import { register as registerRetry } from './cli/retry.js';
 import { register as registerSandbox } from './cli/sandbox.js';
+import { register as registerStatus } from './cli/status.js';
+import { register as registerWorker } from './cli/worker.js';
 
 /** After a command returns, anything still open gets this long before the process exits anyway. */
 const EXIT_GRACE_MS = 5_000;
 
 const PackageJsonSchema = z.object({ name: z.string(), version: z.string() });
 
-/** The version in package.json, found by walking up from this module (src/ in tests, dist/src/ when built). */
+/** The version in package.json. */
 function packageVersion(): string {
-  let dir = path.dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    try {
-      const pkg = PackageJsonSchema.safeParse(JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')));
-      if (pkg.success && pkg.data.name === 'subsync') return pkg.data.version;
-    } catch {
-      // no package.json here: keep walking up
-    }
-    const parent = path.dirname(dir);
-    if (parent === dir) return '0.0.0-unknown';
-    dir = parent;
-  }
+  const pkg = PackageJsonSchema.safeParse(JSON.parse(readFileSync(path.join(packageRoot(), 'package.json'), 'utf8')));
+  return pkg.success ? pkg.data.version : '0.0.0-unknown';
 }
 
 /** The `--help` epilogue: every environment variable with its default. */
@@ -56,8 +50,12 @@ function buildProgram(): Command {
     .showHelpAfterError('(run subsync --help for usage)')
     .addHelpText('after', environmentHelp());
 
-  registerSandbox(program);
   registerDemo(program);
+  registerImport(program);
+  registerWorker(program);
+  registerStatus(program);
+  registerRetry(program);
+  registerSandbox(program);
   return program;
 }
 

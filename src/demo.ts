@@ -1,84 +1,89 @@
-import { createApiClient } from './api/client.js';
-import { ApiError } from './api/errors.js';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { readdir } from 'node:fs/promises';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { loadConfig, type Config } from './config.js';
+import { createLogger } from './log.js';
+import { importFile, type ImportResult } from './import/producer.js';
+import { importStatus, type ImportStatus } from './import/status.js';
+import { samplesDir } from './paths.js';
+import { createRedis, deleteKeysWithPrefix } from './queue/redis.js';
+import { openRuntime, startWorkers } from './runtime.js';
 import { startSandbox } from './sandbox/server.js';
-import { SEED_PAYMENT_METHOD_KEYS } from './sandbox/seed.js';
+import { ROW_STATUSES } from './outcomes.js';
+import { FileRejectedError } from './csv/errors.js';
 
 /**
- * The end-to-end demo. What exists so far: the in-process sandbox and the
- * typed client, so the demo calls each of the seven endpoints once over real
- * HTTP and prints what came back. The import pipeline (queue, workers,
- * results files) arrives with the import issue and will replace this body.
+ * The end-to-end demo (DESIGN section 8): the in-process sandbox and a worker,
+ * every file in samples/ imported through Redis, a table of outcomes per file
+ * and where the results are. Needs only Redis. Its queue keys live under a
+ * prefix of their own and are removed at the end; the results files stay.
  */
-export async function runDemo(print: (line: string) => void = console.log): Promise<void> {
+export async function runDemo(print: (line: string) => void = console.log, env: NodeJS.ProcessEnv = process.env): Promise<ImportStatus[]> {
+  const base = loadConfig(env);
+  // Quiet unless asked: the table is the demo's output.
+  const logger = createLogger({ level: env.SUBSYNC_LOG_LEVEL ? base.logLevel : 'error', destination: process.stderr });
   const sandbox = await startSandbox({ port: 0 });
-  const client = createApiClient({ baseUrl: sandbox.url });
-  const rows: Array<[string, string]> = [];
-  const step = async (name: string, action: () => Promise<string>): Promise<void> => {
-    try {
-      rows.push([name, await action()]);
-    } catch (error) {
-      rows.push([name, error instanceof ApiError ? `${error.code}: ${error.apiMessage ?? error.message}` : String(error)]);
-    }
-  };
-  const person = {
-    FirstName: 'Éloïse', MiddleName: '', LastName: "D'Aubigné", NamePrefix: '', NameSuffix: '', Title: '', Company: 'Atelier, Lyon',
-    EmailAddress: 'eloise@example.fr', AddressLine1: '3 rue de la Paix', AddressLine2: '', City: 'Lyon', StateProvince: '',
-    PostalCode: '69002', CountryCode: 'FRA', HomeNumber: '', MobileNumber: null, WorkNumber: '', FAXNumber: '', WebPageURL: '',
-  };
-  const card = {
-    AccountNumber: '4111111111111111', CVCode: '737', ExpirationDate: '1230', FirstName: 'Éloïse', LastName: "D'Aubigné",
-    AddressLine1: '', AddressLine2: '', City: 'Lyon', StateProvince: '', PostalCode: '69002', CountryCode: 'FRA', IPAddress: '',
-  };
+  const prefix = `subsync-demo-${randomUUID().slice(0, 8)}`;
+  // The demo's card data is sealed with a key of its own unless one is configured.
+  const config: Config = { ...base, apiUrl: sandbox.url, queuePrefix: prefix, cardKey: base.cardKey ?? randomBytes(32) };
+  let runtime;
   try {
-    print(`sandbox listening on ${sandbox.url}`);
-    let customerId = '';
-    await step('POST /json/customers', async () => {
-      customerId = (await client.createCustomer({ ...person, Password: '' })).CustomerID;
-      return `created CustomerID ${customerId}`;
-    });
-    await step(`GET /json/customers/${customerId}`, async () => {
-      const { Customer } = await client.getCustomer(customerId);
-      return `${Customer.FirstName} ${Customer.LastName}, ${Customer.City}`;
-    });
-    await step(`PUT /json/customers/${customerId}`, async () => {
-      await client.updateCustomer(customerId, { ...person, City: 'Villeurbanne', Password: '' });
-      return 'City changed to Villeurbanne';
-    });
-    await step('GET /json/customers?contains=aub', async () => {
-      const page = await client.searchCustomers({ contains: 'aub', skip: 0, take: 100 });
-      return `${page.TotalItemCount} match(es)`;
-    });
-    await step('GET /json/offers/STREAM-PLUS', async () => {
-      const { Offer } = await client.getOffer('STREAM-PLUS');
-      return `${Offer.Name} (${Offer.Status}), ${Offer.PricePlan.PricePlanItems.length} price plan items`;
-    });
-    await step('POST /json/signups', async () => {
-      const result = await client.signUp({
-        Customer: { ...person, FirstName: 'Noé' },
-        CreditCardInfo: card,
-        Subscription: { OfferCode: 'STREAM-PLUS', PromotionCode: '', ResellerID: '', SubscriptionID: '' },
-      });
-      return `CustomerID ${result.CustomerID}, SubscriptionID ${result.SubscriptionID}`;
-    });
-    const key = SEED_PAYMENT_METHOD_KEYS[0];
-    await step(`PUT /json/paymentmethods/${key}`, async () => {
-      await client.updatePaymentMethod(key, { CreditCard: { ...card, PaymentMethodKey: key } });
-      return 'card replaced (card number never printed)';
-    });
-    await step('POST /json/signups (retired offer)', async () => {
-      await client.signUp({
-        Customer: person,
-        CreditCardInfo: card,
-        Subscription: { OfferCode: 'LEGACY-2019', PromotionCode: '', ResellerID: '', SubscriptionID: '' },
-      });
-      return 'accepted (unexpected)';
-    });
-    const width = Math.max(...rows.map(([name]) => name.length));
-    for (const [name, outcome] of rows) print(`${name.padEnd(width)}  ${outcome}`);
-    print('');
-    print('The CSV import pipeline (queue, workers, results files) is not built yet; this demo exercises the API client and the sandbox.');
-  } finally {
-    await client.close();
+    runtime = await openRuntime(config, logger);
+  } catch (error) {
     await sandbox.close();
+    throw error;
+  }
+  try {
+    print(`sandbox on ${sandbox.url}; Redis at ${config.redisUrl} (keys under ${prefix}:, removed at the end)`);
+    startWorkers(runtime, { apiUrl: sandbox.url, concurrency: 8 });
+    const dir = samplesDir();
+    const files = (await readdir(dir)).filter((f) => f.endsWith('.csv')).sort();
+    const started: Array<{ file: string; result: ImportResult | FileRejectedError }> = [];
+    for (const file of files) {
+      try {
+        started.push({ file, result: await importFile({ file: path.join(dir, file) }, { store: runtime.store, queues: runtime.queues, keyring: runtime.keyring, logger }) });
+      } catch (error) {
+        if (!(error instanceof FileRejectedError)) throw error;
+        started.push({ file, result: error });
+      }
+    }
+    const statuses: ImportStatus[] = [];
+    const rows: string[][] = [['file', 'kind', 'rows', ...ROW_STATUSES, 'results']];
+    for (const { file, result } of started) {
+      if (result instanceof FileRejectedError) {
+        rows.push([file, '', '', ...ROW_STATUSES.map(() => ''), `rejected: ${result.message}`]);
+        continue;
+      }
+      const status = await finished(runtime.store, result.importId);
+      statuses.push(status);
+      rows.push([file, status.kind, String(status.total ?? 0), ...ROW_STATUSES.map((s) => String(status.counts[s] || '')), path.relative(process.cwd(), status.resultsDir ?? '') || '.']);
+    }
+    const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
+    for (const row of rows) print(row.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join('  ').trimEnd());
+    print('');
+    print('Each results folder holds results.csv (every row and its outcome), errors.csv (the rows to fix) and summary.json.');
+    return statuses;
+  } finally {
+    await runtime.close();
+    await sandbox.close();
+    await removeKeys(config, prefix);
+  }
+}
+
+async function finished(store: Parameters<typeof importStatus>[0], importId: string): Promise<ImportStatus> {
+  for (;;) {
+    const status = await importStatus(store, importId);
+    if (status?.finished) return status;
+    await sleep(100);
+  }
+}
+
+async function removeKeys(config: Config, prefix: string): Promise<void> {
+  const redis = createRedis(config.redisUrl);
+  try {
+    await deleteKeysWithPrefix(redis, prefix);
+  } finally {
+    redis.disconnect();
   }
 }

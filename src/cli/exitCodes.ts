@@ -4,6 +4,14 @@
  */
 import { CommanderError } from 'commander';
 import { ConfigError } from '../config.js';
+import { ColumnMapError, CsvFormatError, FileRejectedError } from '../csv/errors.js';
+import { RetryError } from '../import/retry.js';
+import { RedisCheckError } from '../queue/redis.js';
+
+/** `import --wait` settled, and some rows did not succeed: exit 3. */
+export class RowsDidNotSucceedError extends Error {
+  readonly code = 'ROWS_DID_NOT_SUCCEED';
+}
 
 /** Every exit code subsync uses. Scripts may rely on these. */
 export const EXIT_CODES = {
@@ -11,9 +19,12 @@ export const EXIT_CODES = {
   ok: 0,
   /** An unexpected error (a bug or an unclassified failure); the stack is printed. */
   failure: 1,
-  // Reserved for `import --wait` (DESIGN section 8):
-  // rejectedFile: 2  - the whole file was rejected before anything was enqueued
-  // rowsFailed: 3    - the import settled, and some rows did not succeed
+  /** The whole file was rejected before anything was enqueued (headers, format, card key, all-or-nothing). */
+  rejectedFile: 2,
+  /** `import --wait`: the import settled, and some rows did not succeed. */
+  rowsFailed: 3,
+  /** Redis is unreachable or unsuitable (sysexits EX_UNAVAILABLE). */
+  unavailable: 69,
   /** Bad command-line usage: unknown command or flag, invalid flag value (sysexits EX_USAGE). */
   usage: 64,
   /** Invalid configuration in the environment (sysexits EX_CONFIG). */
@@ -30,6 +41,12 @@ export interface ExitReport {
 export function exitReportFor(err: unknown): ExitReport {
   // commander has already printed its own message (or the help / version).
   if (err instanceof CommanderError) return { code: err.exitCode === 0 ? EXIT_CODES.ok : EXIT_CODES.usage };
+  if (err instanceof FileRejectedError || err instanceof CsvFormatError || err instanceof ColumnMapError) {
+    return { code: EXIT_CODES.rejectedFile, message: `subsync: ${err.message}` };
+  }
+  if (err instanceof RowsDidNotSucceedError) return { code: EXIT_CODES.rowsFailed, message: `subsync: ${err.message}` };
+  if (err instanceof RedisCheckError) return { code: EXIT_CODES.unavailable, message: `subsync: ${err.message}` };
+  if (err instanceof RetryError) return { code: EXIT_CODES.usage, message: `subsync: ${err.message}` };
   if (err instanceof ConfigError) {
     return { code: EXIT_CODES.config, message: `subsync: invalid configuration (see subsync --help):\n${indent(err.message)}` };
   }

@@ -1,9 +1,9 @@
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { PROCESSORS, type RowContext, type RowOutcome } from '../../jobs/index.js';
+import { PROCESSORS, READ_BACKS, type RowContext, type RowOutcome } from '../../jobs/index.js';
 import type { ApiClient } from '../api/client.js';
-import { ApiError, ApiRateLimitedError } from '../api/errors.js';
+import { ApiError, ApiRateLimitedError, ApiTimeoutError } from '../api/errors.js';
 import { openSecrets, type CardKeyring } from '../cards/crypto.js';
 import type { ColumnPlan } from '../csv/columns.js';
 import { JOB_LOCK_MS } from '../policy.js';
@@ -139,12 +139,9 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowJobData, un
         log.info({ err: error, attempt }, 'row attempt failed; retrying');
         throw error;
       }
-      const unknownOutcome = entry.s === 'sent';
-      const settled: LedgerEntry = unknownOutcome
-        ? { ...entry, s: 'needs-review', e: `retries ran out and the last attempt may have been applied: ${reason}` }
-        : { ...entry, s: 'failed', e: transient ? `retries ran out: ${reason}` : reason };
+      const settled = entry.s === 'sent' ? await lastReadBack(job.name, ctx, entry, error, reason) : { ...entry, s: 'failed' as const, e: transient ? `retries ran out: ${reason}` : reason };
       await settle(job, settled);
-      log.warn({ status: settled.s, err: error }, 'row settled without success');
+      log.info({ status: settled.s, err: error }, 'row settled without success');
       throw new UnrecoverableError(settled.e);
     } finally {
       await store.addFigures(importId, { ...figures, retries: attempt > 1 ? 1 : 0 });
@@ -162,6 +159,25 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowJobData, un
   });
   worker.on('error', (error) => logger.error({ err: error }, 'row worker error'));
   return worker;
+}
+
+/**
+ * The retries ran out and the last attempt may have been applied. When the
+ * service did answer (a 5xx, a cut connection after it answered nothing), the
+ * change, if made, is visible now: read it back once more. After a timeout
+ * the service may still be working on it, so that row needs review.
+ */
+async function lastReadBack(name: JobName, ctx: RowContext, entry: LedgerEntry, error: unknown, reason: string): Promise<LedgerEntry> {
+  const readBack = READ_BACKS[name];
+  const review: LedgerEntry = { ...entry, s: 'needs-review', e: `retries ran out and the last attempt may have been applied: ${reason}` };
+  if (!readBack || error instanceof ApiTimeoutError) return review;
+  try {
+    const verdict = await readBack({ ...ctx, previous: 'sent' });
+    if (verdict) return outcomeEntry(entry, verdict);
+    return { ...entry, s: 'failed', e: `retries ran out: ${reason}; reading back found nothing, so it was not applied` };
+  } catch {
+    return review;
+  }
 }
 
 function outcomeEntry(entry: LedgerEntry, outcome: RowOutcome): LedgerEntry {

@@ -1,0 +1,19 @@
+import { loadConfig, type Config } from '../config.js';
+import { createLogger } from '../log.js';
+import { openRuntime, type Runtime } from '../runtime.js';
+
+/**
+ * Runs a command body with the configuration, a logger on stderr (stdout is
+ * for the command's own output) and the runtime, closing the runtime after.
+ */
+export async function withRuntime<T>(body: (runtime: Runtime) => Promise<T>, overrides: Partial<Config> = {}): Promise<T> {
+  const config = { ...loadConfig(), ...overrides };
+  const logger = createLogger({ level: config.logLevel, destination: process.stderr });
+  for (const warning of config.warnings) logger.warn(warning);
+  const runtime = await openRuntime(config, logger);
+  try {
+    return await body(runtime);
+  } finally {
+    await runtime.close();
+  }
+}

@@ -1,0 +1,145 @@
+/**
+ * `subsync import FILE`: validates and enqueues; with `--wait`, follows the
+ * import to its end and exits 0 (every row succeeded), 3 (some did not) or 2
+ * (the file was rejected).
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { InvalidArgumentError, type Command } from 'commander';
+import { createApiClient } from '../api/client.js';
+import { requireApiUrl } from '../config.js';
+import { FileRejectedError } from '../csv/errors.js';
+import { importFile, type ImportResult } from '../import/producer.js';
+import { importStatus, type ImportStatus } from '../import/status.js';
+import type { Runtime } from '../runtime.js';
+import { withRuntime } from './context.js';
+import { RowsDidNotSucceedError } from './exitCodes.js';
+import { parseNonEmpty } from './options.js';
+import { createProgress } from './progress.js';
+
+export interface ImportFlags {
+  kind?: string;
+  map?: string;
+  match?: string;
+  expiryFormat: 'MMYY' | 'YYMM';
+  attempts: number;
+  dryRun?: boolean;
+  wait?: boolean;
+  force?: boolean;
+  allOrNothing?: boolean;
+  json?: boolean;
+}
+
+function parseAttempts(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > 100) throw new InvalidArgumentError('expected a whole number from 1 to 100');
+  return n;
+}
+function parseExpiryFormat(value: string): 'MMYY' | 'YYMM' {
+  if (value !== 'MMYY' && value !== 'YYMM') throw new InvalidArgumentError('expected MMYY or YYMM');
+  return value;
+}
+
+export function register(program: Command): void {
+  program
+    .command('import')
+    .description('validate a CSV file and queue its rows; --wait follows it to the end')
+    .argument('<file>', 'the CSV file')
+    .option('--kind <kind>', 'customers, signups or cards (default: from the inbox folder or the headers)')
+    .option('--map <file>', 'JSON {"Their Column": "Path"} renaming your columns', parseNonEmpty)
+    .option('--match <field>', 'customers: update the customer whose FIELD matches (searched by last name), else create', parseNonEmpty)
+    .option('--expiry-format <format>', 'order of ExpirationDate: MMYY or YYMM', parseExpiryFormat, 'MMYY')
+    .option('--attempts <n>', 'attempts per row for transient failures', parseAttempts, 8)
+    .option('--dry-run', 'validate everything (and read each offer of a sign-ups file); enqueue nothing')
+    .option('--wait', 'show progress until every row has settled; exit 0 all succeeded, 3 some did not')
+    .option('--force', 'import identical bytes again under a new import id')
+    .option('--all-or-nothing', 'enqueue nothing if any row is invalid')
+    .option('--json', 'one JSON object per line instead of text')
+    .action(async (file: string, flags: ImportFlags) => {
+      await withRuntime((runtime) => runImport(runtime, file, flags));
+    });
+}
+
+export async function runImport(runtime: Runtime, file: string, flags: ImportFlags, out: NodeJS.WriteStream = process.stdout): Promise<ImportStatus | undefined> {
+  const print = (text: string, data: Record<string, unknown>): void => {
+    out.write(flags.json ? `${JSON.stringify(data)}\n` : `${text}\n`);
+  };
+  const api = flags.dryRun && runtime.config.apiUrl ? createApiClient({ baseUrl: requireApiUrl(runtime.config), auth: runtime.config.apiAuth }) : undefined;
+  let result: ImportResult;
+  try {
+    result = await importFile(
+      {
+        file,
+        kind: flags.kind,
+        mapFile: flags.map,
+        match: flags.match,
+        expiryFormat: flags.expiryFormat,
+        attempts: flags.attempts,
+        dryRun: flags.dryRun,
+        force: flags.force,
+        allOrNothing: flags.allOrNothing,
+      },
+      {
+        store: runtime.store,
+        queues: runtime.queues,
+        keyring: runtime.keyring,
+        api,
+        logger: runtime.logger,
+        // The id comes first, before the rows are read: a long file is traceable at once.
+        onImportId: (importId, kind) => print(`import id: ${importId}`, { importId, kind }),
+      },
+    );
+  } finally {
+    await api?.close();
+  }
+
+  switch (result.outcome) {
+    case 'already-imported':
+      print(`${file} was already imported (same bytes, kind ${result.kind}); \`subsync status ${result.importId}\` shows it, --force imports it again`, {
+        importId: result.importId,
+        alreadyImported: true,
+      });
+      break;
+    case 'dry-run':
+    case 'rejected':
+    case 'enqueued': {
+      for (const error of result.errors) print(`  ${error.message}`, { importId: result.importId, row: error.row, column: error.column, rule: error.rule, error: error.message });
+      const invalidNote = result.invalid > result.errors.length ? ` (first ${result.errors.length} errors shown)` : '';
+      print(`${result.rows} rows, ${result.invalid} invalid${invalidNote}`, { importId: result.importId, rows: result.rows, invalid: result.invalid });
+      if (result.outcome === 'dry-run') {
+        for (const offer of result.offers) if (offer.problem) print(`  ${offer.problem}`, { importId: result.importId, offerCode: offer.offerCode, problem: offer.problem });
+        if (flags.dryRun && !api && result.kind === 'signups') print('  offers not checked: SUBSYNC_API_URL is not set', { importId: result.importId, offersChecked: false });
+        print('dry run: nothing was enqueued', { importId: result.importId, dryRun: true });
+        if (result.invalid > 0 || result.offers.some((o) => o.problem)) throw new FileRejectedError(file, ['the dry run found problems (above)']);
+        return undefined;
+      }
+      if (result.outcome === 'rejected') throw new FileRejectedError(file, [`--all-or-nothing: ${result.invalid} invalid row(s); nothing was enqueued`]);
+      print(`${result.rows - result.invalid} rows queued${result.resumed ? ' (resumed an interrupted enqueue)' : ''}`, { importId: result.importId, queued: result.rows - result.invalid });
+    }
+  }
+  if (!flags.wait) return undefined;
+  const status = await waitForImport(runtime, result.importId, flags.json ? undefined : process.stderr);
+  const summary = Object.entries(status.counts).filter(([, n]) => n > 0).map(([s, n]) => `${s} ${n}`).join(', ');
+  print(`settled: ${summary}`, { importId: result.importId, settled: true, counts: status.counts });
+  if (status.resultsDir) print(`results: ${status.resultsDir}`, { importId: result.importId, resultsDir: status.resultsDir });
+  if (!status.allSucceeded) {
+    const total = status.total ?? 0;
+    throw new RowsDidNotSucceedError(`${total - status.succeeded} of ${total} rows did not succeed: see ${status.resultsDir ?? 'the results'}/errors.csv`);
+  }
+  return status;
+}
+
+/** Polls the import until its results are written, drawing progress on `progressTo`. */
+export async function waitForImport(runtime: Runtime, importId: string, progressTo: NodeJS.WriteStream | undefined, pollMs = 500): Promise<ImportStatus> {
+  const progress = progressTo ? createProgress(progressTo) : undefined;
+  try {
+    for (;;) {
+      const status = await importStatus(runtime.store, importId);
+      if (!status) throw new Error(`import ${importId} vanished from Redis`);
+      progress?.update(status);
+      if (status.finished) return status;
+      await sleep(pollMs);
+    }
+  } finally {
+    progress?.end();
+  }
+}

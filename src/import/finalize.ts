@@ -1,0 +1,72 @@
+import path from 'node:path';
+import type { Logger } from 'pino';
+import { secretColumnIndexes } from '../csv/rows.js';
+import { isRowStatus } from '../outcomes.js';
+import { planOf } from '../queue/rowWorker.js';
+import { writeImportResults, type ResultFiles, type ResultRow } from '../results/writeResults.js';
+import { isSettled, type ImportStore } from '../store/importStore.js';
+
+/** Where an import's results go: `<data dir>/results/<importId>/`. */
+export const resultsDirOf = (dataDir: string, importId: string): string => path.join(dataDir, 'results', importId);
+
+/**
+ * Writes results.csv, errors.csv and summary.json once every row of an
+ * import has settled (DESIGN section 3), from the ledger alone, so any worker
+ * on any machine can do it. A stale round (a retry reopened rows since) is
+ * skipped: the round that settles last writes the files.
+ */
+export async function finalizeImport(input: { store: ImportStore; importId: string; round: number; dataDir: string; logger: Logger }): Promise<ResultFiles | undefined> {
+  const { store, importId, round } = input;
+  const record = await store.getImport(importId);
+  if (!record || record.total === undefined || record.round !== round) return undefined;
+  const counts = await store.counts(importId);
+  if (counts.settled !== record.total) return undefined;
+
+  const plan = planOf(record);
+  const card = secretColumnIndexes(plan);
+  const cardNumber = card.filter((i) => /AccountNumber$/.test(plan.paths[i] ?? ''));
+  const cvc = card.filter((i) => /CVCode$/.test(plan.paths[i] ?? ''));
+  const endedAt = record.lastSettledAt ?? Date.now();
+  const durationMs = Math.max(1, endedAt - record.createdAt);
+
+  async function* rows(): AsyncGenerator<ResultRow> {
+    for await (const { row, entry } of store.rowsInOrder(importId, record?.total ?? 0)) {
+      if (!isSettled(entry.s) || !isRowStatus(entry.s)) throw new Error(`import ${importId}: row ${row} is not settled`);
+      const candidates = entry.cand?.length ? ` (candidates: ${entry.cand.join(', ')})` : '';
+      yield {
+        row,
+        cells: entry.c,
+        status: entry.s,
+        customerId: entry.cid ?? '',
+        subscriptionId: entry.sid ?? '',
+        paymentMethodKey: entry.pmk ?? '',
+        attempts: entry.a,
+        error: `${entry.e ?? ''}${candidates}`,
+      };
+    }
+  }
+
+  const files = await writeImportResults({
+    dir: resultsDirOf(input.dataDir, importId),
+    headers: record.headers,
+    secretColumns: { cardNumber, cvc },
+    rows: rows(),
+    summary: {
+      importId,
+      file: record.file,
+      kind: record.kind,
+      rows: record.total,
+      counts: counts.byStatus,
+      startedAt: new Date(record.createdAt).toISOString(),
+      endedAt: new Date(endedAt).toISOString(),
+      durationMs,
+      rowsPerSecond: Math.round((record.total / durationMs) * 1000 * 10) / 10,
+      apiCalls: counts.apiCalls,
+      retries: counts.retries,
+      rateLimited: counts.rateLimited,
+    },
+  });
+  await store.markFinished(importId, round, files.dir);
+  input.logger.info({ importId, dir: files.dir }, 'import settled; results written');
+  return files;
+}

@@ -1,0 +1,236 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import type { ApiClient } from '../api/client.js';
+import { ApiNotFoundError } from '../api/errors.js';
+import { ACTIVE_OFFER_STATUS } from '../api/schemas/index.js';
+import type { ExpiryFormat } from '../api/rules.js';
+import { sealSecrets, type CardKeyring } from '../cards/crypto.js';
+import { detectKind, loadColumnMap, planColumns, resolvePath, type ColumnPlan } from '../csv/columns.js';
+import { FileRejectedError } from '../csv/errors.js';
+import { openCsv, readHeaders } from '../csv/reader.js';
+import { cellOf, maskCells, secretColumnIndexes, validateRow, type RowError, type RowOptions } from '../csv/rows.js';
+import type { ImportKind, JobName } from '../outcomes.js';
+import { RETRY_DEFAULTS } from '../policy.js';
+import { enqueueFinalize, rowJobOptions, type Queues, type RowJobData } from '../queue/queues.js';
+import type { ImportStore, LedgerEntry } from '../store/importStore.js';
+
+/** Rows per round trip: ledger entries, invalid settles and one addBulk. */
+const BATCH_ROWS = 500;
+/** Row errors kept for printing; the counts stay exact beyond it. */
+const MAX_REPORTED_ERRORS = 1000;
+
+export interface ImportRequest {
+  file: string;
+  /** `--kind`; else the inbox sub-folder; else the headers. */
+  kind?: string;
+  inboxFolder?: string;
+  /** `--map FILE`: JSON of {"Their Column": "Path"}. */
+  mapFile?: string;
+  /** `--match FIELD`: upsert customers on this field. */
+  match?: string;
+  expiryFormat?: ExpiryFormat;
+  /** Attempts per row (`--attempts`), default 8. */
+  attempts?: number;
+  dryRun?: boolean;
+  /** Import identical bytes again under a new id. */
+  force?: boolean;
+  /** Enqueue nothing when any row is invalid. */
+  allOrNothing?: boolean;
+}
+
+export interface OfferCheck {
+  offerCode: string;
+  problem: string | undefined;
+}
+
+export type ImportResult =
+  | { outcome: 'enqueued'; importId: string; kind: ImportKind; rows: number; invalid: number; resumed: boolean; errors: RowError[] }
+  | { outcome: 'already-imported'; importId: string; kind: ImportKind }
+  | { outcome: 'dry-run'; importId: string; kind: ImportKind; rows: number; invalid: number; errors: RowError[]; offers: OfferCheck[] }
+  | { outcome: 'rejected'; importId: string; kind: ImportKind; rows: number; invalid: number; errors: RowError[] };
+
+export interface ProducerDeps {
+  store: ImportStore;
+  queues: Queues;
+  /** Seals card cells in job data; card files are refused without it. */
+  keyring: CardKeyring | undefined;
+  /** For `--dry-run` of sign-ups: reads each distinct offer. */
+  api?: ApiClient;
+  logger: Logger;
+  now?: () => number;
+  /** Told the import id as soon as it is known, before any row is read. */
+  onImportId?: (importId: string, kind: ImportKind) => void;
+}
+
+/**
+ * Validates a CSV file and enqueues one job per valid row (DESIGN sections 2
+ * and 4). Header problems reject the file before anything is enqueued. The
+ * import id is the hash of the kind and the file's bytes, and each row's job
+ * id derives from it, so a producer re-run after a crash half-way adds
+ * nothing twice: ledger entries are written only where none exists, settled
+ * rows stay settled, and BullMQ ignores a job id it already has.
+ */
+export async function importFile(request: ImportRequest, deps: ProducerDeps): Promise<ImportResult> {
+  const { store, queues, logger } = deps;
+  const now = deps.now ?? Date.now;
+  const file = request.file;
+  const headers = await readHeaders(file);
+  const map = request.mapFile === undefined ? undefined : await loadColumnMap(request.mapFile);
+  const kind = detectKind({ explicit: request.kind, inboxFolder: request.inboxFolder, headers, map, file });
+  // planColumns refuses a --match that is not a customer column of this file.
+  const plan = planColumns({ file, kind, headers, map, match: request.match });
+  const match = request.match === undefined ? undefined : resolvePath('customers', request.match.trim());
+  const options: RowOptions = { expiryFormat: request.expiryFormat ?? 'MMYY', match };
+  const secretColumns = secretColumnIndexes(plan);
+  if (secretColumns.length > 0 && !deps.keyring && !request.dryRun) {
+    throw new FileRejectedError(file, ['the file holds card data (AccountNumber/CVCode), and card data is only queued encrypted: set SUBSYNC_CARD_KEY (64 hex characters)']);
+  }
+
+  const digest = await hashFile(file, kind);
+  const importId = request.force ? `${digest}-${now().toString(36)}${randomBytes(2).toString('hex')}` : digest;
+  deps.onImportId?.(importId, kind);
+  const log = logger.child({ importId, file });
+  const existing = await store.getImport(importId);
+  if (existing?.state === 'enqueued' && !request.dryRun) return { outcome: 'already-imported', importId, kind };
+
+  if (request.dryRun || request.allOrNothing) {
+    const check = await validateAll(plan, file, options, kind === 'signups');
+    if (request.dryRun) {
+      const offers = deps.api ? await checkOffers(deps.api, check.offerCodes) : [];
+      return { outcome: 'dry-run', importId, kind, rows: check.rows, invalid: check.invalid, errors: check.errors, offers };
+    }
+    if (check.invalid > 0) return { outcome: 'rejected', importId, kind, rows: check.rows, invalid: check.invalid, errors: check.errors };
+  }
+
+  const resumed = existing !== undefined;
+  if (!resumed) {
+    await store.createImport({
+      id: importId,
+      file: path.basename(file),
+      kind,
+      headers: plan.headers,
+      paths: plan.paths,
+      options: { match, expiryFormat: options.expiryFormat, attempts: request.attempts ?? RETRY_DEFAULTS.attempts },
+      createdAt: now(),
+      state: 'enqueuing',
+      round: 0,
+    });
+  }
+  const attempts = (existing?.options.attempts ?? request.attempts) ?? RETRY_DEFAULTS.attempts;
+  log.info({ kind, resumed }, 'enqueuing');
+
+  let rows = 0;
+  let invalid = 0;
+  const errors: RowError[] = [];
+  let pending: Array<{ row: number; entry: LedgerEntry }> = [];
+  let invalidRows: Array<{ row: number; entry: LedgerEntry }> = [];
+  let jobs: Array<{ name: JobName; data: RowJobData; opts: ReturnType<typeof rowJobOptions> }> = [];
+  const flush = async (): Promise<void> => {
+    // Ledger first: a job must always find its row's entry.
+    await store.putPendingRows(importId, pending);
+    await store.settleMany(importId, invalidRows, now());
+    if (jobs.length > 0) await queues.rows.addBulk(jobs);
+    pending = [];
+    invalidRows = [];
+    jobs = [];
+  };
+
+  const csv = await openCsv(file);
+  try {
+    for await (const csvRow of csv.rows) {
+      rows = csvRow.row;
+      const rowErrors = validateRow(plan, csvRow, options);
+      const masked = maskCells(plan, csvRow.cells);
+      if (rowErrors.length > 0) {
+        invalid++;
+        if (errors.length < MAX_REPORTED_ERRORS) errors.push(...rowErrors.slice(0, MAX_REPORTED_ERRORS - errors.length));
+        invalidRows.push({ row: csvRow.row, entry: { c: masked, j: null, s: 'invalid', a: 0, e: rowErrors.map((e) => e.message).join('; ') } });
+      } else {
+        const name = jobNameOf(plan, csvRow.cells, options);
+        pending.push({ row: csvRow.row, entry: { c: masked, j: name, s: 'pending', a: 0 } });
+        const data: RowJobData = { importId, row: csvRow.row };
+        if (secretColumns.length > 0 && deps.keyring) {
+          const secrets: Record<string, string> = {};
+          for (const index of secretColumns) secrets[String(index)] = csvRow.cells[index] ?? '';
+          data.secrets = sealSecrets(deps.keyring, secrets);
+        }
+        jobs.push({ name, data, opts: rowJobOptions(importId, csvRow.row, attempts) });
+      }
+      if (pending.length + invalidRows.length >= BATCH_ROWS) await flush();
+    }
+    await flush();
+  } finally {
+    csv.close();
+  }
+
+  const enqueued = await store.markEnqueued(importId, rows);
+  // Every row may already have settled (all invalid, or fast workers): then the producer finalises.
+  if (enqueued.complete) await enqueueFinalize(queues, importId, enqueued.round);
+  log.info({ rows, invalid }, 'enqueued');
+  return { outcome: 'enqueued', importId, kind, rows, invalid, resumed, errors };
+}
+
+/** The job a valid row runs. */
+export function jobNameOf(plan: ColumnPlan, cells: readonly string[], options: RowOptions): JobName {
+  if (plan.kind === 'signups') return 'signup';
+  if (plan.kind === 'cards') return 'paymentMethod.update';
+  if ((cellOf(plan, cells, 'CustomerID') ?? '').trim() !== '') return 'customer.update';
+  return options.match ? 'customer.upsert' : 'customer.create';
+}
+
+/** sha256 of the kind and the file's bytes, streamed: the import id. */
+export async function hashFile(file: string, kind: ImportKind): Promise<string> {
+  const hash = createHash('sha256').update(`${kind}\n`);
+  for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
+  return hash.digest('hex').slice(0, 24);
+}
+
+async function validateAll(
+  plan: ColumnPlan,
+  file: string,
+  options: RowOptions,
+  collectOffers: boolean,
+): Promise<{ rows: number; invalid: number; errors: RowError[]; offerCodes: Set<string> }> {
+  let rows = 0;
+  let invalid = 0;
+  const errors: RowError[] = [];
+  const offerCodes = new Set<string>();
+  const csv = await openCsv(file);
+  try {
+    for await (const csvRow of csv.rows) {
+      rows = csvRow.row;
+      const rowErrors = validateRow(plan, csvRow, options);
+      if (rowErrors.length > 0) {
+        invalid++;
+        if (errors.length < MAX_REPORTED_ERRORS) errors.push(...rowErrors.slice(0, MAX_REPORTED_ERRORS - errors.length));
+      } else if (collectOffers) {
+        const code = cellOf(plan, csvRow.cells, 'Subscription.OfferCode');
+        if (code) offerCodes.add(code);
+      }
+    }
+  } finally {
+    csv.close();
+  }
+  return { rows, invalid, errors, offerCodes };
+}
+
+/**
+ * Reads each distinct offer of a sign-ups file: it must exist and be Active.
+ * Whether an offer requires provisioning is not part of the Offer object
+ * (api-interface.md 2.4), so that is left to the service's refusal.
+ */
+async function checkOffers(api: ApiClient, codes: ReadonlySet<string>): Promise<OfferCheck[]> {
+  const checks: OfferCheck[] = [];
+  for (const offerCode of codes) {
+    try {
+      const { Offer } = await api.getOffer(offerCode);
+      checks.push({ offerCode, problem: Offer.Status === ACTIVE_OFFER_STATUS ? undefined : `offer ${offerCode} is ${Offer.Status}, not ${ACTIVE_OFFER_STATUS}` });
+    } catch (error) {
+      if (!(error instanceof ApiNotFoundError)) throw error;
+      checks.push({ offerCode, problem: `offer ${offerCode} does not exist` });
+    }
+  }
+  return checks;
+}

@@ -1,0 +1,58 @@
+import type { RowStatus } from '../outcomes.js';
+import { SUCCESS_STATUSES } from '../outcomes.js';
+import type { ImportStore } from '../store/importStore.js';
+
+/** What `status`, `import --wait` and the dashboard show of one import. */
+export interface ImportStatus {
+  importId: string;
+  file: string;
+  kind: string;
+  /** Rows in the file; undefined while the producer is still enqueuing. */
+  total: number | undefined;
+  counts: Record<RowStatus, number>;
+  settledRows: number;
+  /** Every row has an outcome. */
+  settled: boolean;
+  /** The results files are written (`resultsDir`). */
+  finished: boolean;
+  /** Rows created, updated, signed up or reconciled. */
+  succeeded: number;
+  /** Every row succeeded. */
+  allSucceeded: boolean;
+  createdAt: string;
+  finishedAt: string | undefined;
+  resultsDir: string | undefined;
+  rowsPerSecond: number;
+  apiCalls: number;
+  retries: number;
+  rateLimited: number;
+}
+
+export async function importStatus(store: ImportStore, importId: string, now = Date.now()): Promise<ImportStatus | undefined> {
+  const record = await store.getImport(importId);
+  if (!record) return undefined;
+  const counts = await store.counts(importId);
+  const settled = record.total !== undefined && counts.settled >= record.total;
+  const succeeded = Object.entries(counts.byStatus).reduce((sum, [status, n]) => (SUCCESS_STATUSES.has(status as RowStatus) ? sum + n : sum), 0);
+  const end = settled ? (record.lastSettledAt ?? now) : now;
+  const seconds = Math.max(0.001, (end - record.createdAt) / 1000);
+  return {
+    importId,
+    file: record.file,
+    kind: record.kind,
+    total: record.total,
+    counts: counts.byStatus,
+    settledRows: counts.settled,
+    settled,
+    finished: record.finishedAt !== undefined,
+    succeeded,
+    allSucceeded: settled && succeeded === record.total,
+    createdAt: new Date(record.createdAt).toISOString(),
+    finishedAt: record.finishedAt === undefined ? undefined : new Date(record.finishedAt).toISOString(),
+    resultsDir: record.resultsDir,
+    rowsPerSecond: Math.round((counts.settled / seconds) * 10) / 10,
+    apiCalls: counts.apiCalls,
+    retries: counts.retries,
+    rateLimited: counts.rateLimited,
+  };
+}

@@ -1,0 +1,108 @@
+import type { Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { createApiClient, type ApiClient } from './api/client.js';
+import type { CardKeyring } from './cards/crypto.js';
+import type { Config } from './config.js';
+import { createBudget, type ApiBudget } from './queue/budget.js';
+import { startControlWorker } from './queue/controlWorker.js';
+import { countCall } from './queue/figures.js';
+import { openQueues, type BackoffBounds, type Queues } from './queue/queues.js';
+import { checkRedis, createRedis } from './queue/redis.js';
+import { startRowWorker } from './queue/rowWorker.js';
+import { createImportStore, type ImportStore } from './store/importStore.js';
+
+/**
+ * The long-lived things one subsync process holds, assembled from the
+ * configuration, each with `close()`; `close()` here releases them in reverse
+ * order of opening (STYLE habit 8).
+ */
+export interface Runtime {
+  config: Config;
+  logger: Logger;
+  redis: Redis;
+  store: ImportStore;
+  queues: Queues;
+  keyring: CardKeyring | undefined;
+  /** Things opened later (API clients, workers), closed first. */
+  adopt(close: () => Promise<void>): void;
+  close(): Promise<void>;
+}
+
+/** Checks Redis (reachable, noeviction; warns when it persists nothing) and opens the runtime. */
+export async function openRuntime(config: Config, logger: Logger): Promise<Runtime> {
+  for (const warning of await checkRedis(config.redisUrl)) logger.warn(warning);
+  const redis = createRedis(config.redisUrl);
+  redis.on('error', (error) => logger.warn({ err: error }, 'redis connection error'));
+  const store = createImportStore(redis, config.queuePrefix);
+  const queues = openQueues(redis, config.queuePrefix);
+  const later: Array<() => Promise<void>> = [];
+  return {
+    config,
+    logger,
+    redis,
+    store,
+    queues,
+    keyring: keyringOf(config),
+    adopt: (close) => later.push(close),
+    async close() {
+      for (const close of later.reverse()) await close();
+      await queues.close();
+      await redis.quit().catch(() => redis.disconnect());
+    },
+  };
+}
+
+export function keyringOf(config: Pick<Config, 'cardKey' | 'cardKeyId'>): CardKeyring | undefined {
+  return config.cardKey ? { current: { id: config.cardKeyId, key: config.cardKey } } : undefined;
+}
+
+/** The API client of a worker process: every request draws from the fleet-wide budget. */
+export function openApi(runtime: Runtime, apiUrl: string, budget: ApiBudget): ApiClient {
+  const api = createApiClient({
+    baseUrl: apiUrl,
+    auth: runtime.config.apiAuth,
+    requestTimeoutMs: runtime.config.httpTimeoutMs,
+    beforeRequest: () => budget.acquire(),
+    onCall: countCall,
+  });
+  runtime.adopt(() => api.close());
+  return api;
+}
+
+export interface WorkerHandles {
+  rows: ReturnType<typeof startRowWorker>;
+  control: Worker | undefined;
+  api: ApiClient;
+}
+
+/** Starts the row worker (and the control worker unless `control` is false) on `runtime`. */
+export function startWorkers(
+  runtime: Runtime,
+  options: { apiUrl: string; concurrency: number; control?: boolean; rate?: number; backoff?: BackoffBounds },
+): WorkerHandles {
+  const budget = createBudget(runtime.redis, runtime.store.keys, { rate: options.rate ?? runtime.config.rate });
+  const api = openApi(runtime, options.apiUrl, budget);
+  // A worker holds its own connections (BullMQ duplicates for blocking reads).
+  const rows = startRowWorker({
+    connection: runtime.redis,
+    prefix: runtime.config.queuePrefix,
+    concurrency: options.concurrency,
+    store: runtime.store,
+    queues: runtime.queues,
+    api,
+    budget,
+    keyring: runtime.keyring,
+    logger: runtime.logger,
+    backoff: options.backoff,
+  });
+  const control =
+    options.control === false
+      ? undefined
+      : startControlWorker({ connection: runtime.redis, prefix: runtime.config.queuePrefix, store: runtime.store, dataDir: runtime.config.dataDir, logger: runtime.logger });
+  // Closing a worker lets its active jobs finish; the API client closes after.
+  runtime.adopt(async () => {
+    await Promise.all([rows.close(), control?.close()]);
+  });
+  return { rows, control, api };
+}
