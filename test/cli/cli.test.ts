@@ -1,68 +1,8 @@
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { once } from 'node:events';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { GetOfferResponseSchema } from '../src/api/schemas/index.js';
-
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const bin = path.join(root, 'bin', 'subsync.js');
-
-/** A spawned `subsync`, with its output so far. */
-interface Run {
-  child: ChildProcessWithoutNullStreams;
-  stdout: () => string;
-  stderr: () => string;
-  /** Resolves with the exit code (or signal) once the process has ended. */
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-const running = new Set<ChildProcessWithoutNullStreams>();
-
-function subsync(args: string[], env: NodeJS.ProcessEnv = {}): Run {
-  const child = spawn(process.execPath, [bin, ...args], {
-    cwd: root,
-    // A clean subsync environment: only what the test sets.
-    env: { PATH: process.env.PATH, ...env },
-  });
-  running.add(child);
-  let out = '';
-  let err = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.once('exit', (code, signal) => {
-      running.delete(child);
-      resolve({ code, signal });
-    });
-  });
-  return { child, stdout: () => out, stderr: () => err, exited };
-}
-
-/** Resolves with the first match of `pattern` in the process's stdout; rejects if it exits first. */
-function waitForOutput(run: Run, pattern: RegExp): Promise<RegExpMatchArray> {
-  return new Promise((resolve, reject) => {
-    const check = (): void => {
-      const match = run.stdout().match(pattern);
-      if (match) {
-        cleanup();
-        resolve(match);
-      }
-    };
-    const onExit = (): void => {
-      cleanup();
-      reject(new Error(`subsync exited before printing ${pattern}\nstdout:\n${run.stdout()}\nstderr:\n${run.stderr()}`));
-    };
-    const cleanup = (): void => {
-      run.child.stdout.off('data', check);
-      run.child.off('exit', onExit);
-    };
-    run.child.stdout.on('data', check);
-    run.child.once('exit', onExit);
-    check();
-  });
-}
+import { GetOfferResponseSchema } from '../../src/api/schemas/index.js';
+import { killAll, root, subsync, waitForOutput } from '../support/cli.js';
 
 beforeAll(() => {
   if (!existsSync(path.join(root, 'dist', 'src', 'cli.js'))) {
@@ -70,13 +10,8 @@ beforeAll(() => {
   }
 });
 
-afterEach(async () => {
-  // A test that failed half-way must not leave a server running.
-  for (const child of running) {
-    child.kill('SIGKILL');
-    await once(child, 'exit');
-  }
-});
+// A test that failed half-way must not leave a server running.
+afterEach(killAll);
 
 describe('subsync --help', () => {
   it('lists the commands and the environment variables', async () => {
