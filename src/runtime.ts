@@ -7,6 +7,7 @@ import type { Config } from './config.js';
 import { createBudget, type ApiBudget } from './queue/budget.js';
 import { startControlWorker } from './queue/controlWorker.js';
 import { countCall } from './queue/figures.js';
+import { observeApiCall } from './metrics.js';
 import { openQueues, type BackoffBounds, type Queues } from './queue/queues.js';
 import { checkRedis, createRedis } from './queue/redis.js';
 import { startRowWorker } from './queue/rowWorker.js';
@@ -64,7 +65,10 @@ export function openApi(runtime: Runtime, apiUrl: string, budget: ApiBudget): Ap
     auth: runtime.config.apiAuth,
     requestTimeoutMs: runtime.config.httpTimeoutMs,
     beforeRequest: () => budget.acquire(),
-    onCall: countCall,
+    onCall: (call) => {
+      countCall(call);
+      observeApiCall(call);
+    },
   });
   runtime.adopt(() => api.close());
   return api;
@@ -99,7 +103,15 @@ export function startWorkers(
   const control =
     options.control === false
       ? undefined
-      : startControlWorker({ connection: runtime.redis, prefix: runtime.config.queuePrefix, store: runtime.store, dataDir: runtime.config.dataDir, logger: runtime.logger });
+      : startControlWorker({
+          connection: runtime.redis,
+          prefix: runtime.config.queuePrefix,
+          store: runtime.store,
+          queues: runtime.queues,
+          api,
+          dataDir: runtime.config.dataDir,
+          logger: runtime.logger,
+        });
   // Closing a worker lets its active jobs finish; the API client closes after.
   runtime.adopt(async () => {
     await Promise.all([rows.close(), control?.close()]);

@@ -1,30 +1,48 @@
 import { Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import type { ApiClient } from '../api/client.js';
 import { finalizeImport } from '../import/finalize.js';
 import type { ImportStore } from '../store/importStore.js';
-import { CONTROL_QUEUE, FINALIZE_JOB, FinalizeJobDataSchema } from './queues.js';
+import { CONTROL_QUEUE, FINALIZE_JOB, FinalizeJobDataSchema, type Queues } from './queues.js';
 
-export interface ControlWorkerOptions {
+/** What a control job handler may use. */
+export interface ControlDeps {
   connection: Redis;
   prefix: string;
   store: ImportStore;
+  queues: Queues;
+  /** The process's API client, drawing from the fleet-wide budget. */
+  api: ApiClient;
   dataDir: string;
   logger: Logger;
 }
 
-/** Runs file-level jobs: writing an import's results once it settles (exports join later). */
-export function startControlWorker(options: ControlWorkerOptions): Worker {
+/** One handler per control job name; the job's return value is kept as its result. */
+export type ControlHandler = (job: Job, deps: ControlDeps) => Promise<unknown>;
+
+const finalize: ControlHandler = async (job, deps) => {
+  const { importId, round } = FinalizeJobDataSchema.parse(job.data);
+  const files = await finalizeImport({ store: deps.store, importId, round, dataDir: deps.dataDir, logger: deps.logger });
+  return files?.dir ?? 'stale round';
+};
+
+/** File-level work of the control queue, by job name. */
+export const CONTROL_HANDLERS: Readonly<Record<string, ControlHandler>> = {
+  [FINALIZE_JOB]: finalize,
+};
+
+/** Runs file-level jobs: writing an import's results once it settles, exports. */
+export function startControlWorker(deps: ControlDeps, options: { concurrency?: number; lockDuration?: number } = {}): Worker {
   const worker = new Worker(
     CONTROL_QUEUE,
     async (job: Job) => {
-      if (job.name !== FINALIZE_JOB) throw new Error(`unknown control job ${job.name}`);
-      const { importId, round } = FinalizeJobDataSchema.parse(job.data);
-      const files = await finalizeImport({ store: options.store, importId, round, dataDir: options.dataDir, logger: options.logger });
-      return files?.dir ?? 'stale round';
+      const handler = CONTROL_HANDLERS[job.name];
+      if (!handler) throw new Error(`unknown control job ${job.name}`);
+      return handler(job, deps);
     },
-    { connection: options.connection, prefix: options.prefix, concurrency: 2 },
+    { connection: deps.connection, prefix: deps.prefix, concurrency: options.concurrency ?? 2, lockDuration: options.lockDuration },
   );
-  worker.on('error', (error) => options.logger.error({ err: error }, 'control worker error'));
+  worker.on('error', (error) => deps.logger.error({ err: error }, 'control worker error'));
   return worker;
 }

@@ -7,7 +7,8 @@ import { ApiError, ApiRateLimitedError, ApiTimeoutError } from '../api/errors.js
 import { openSecrets, type CardKeyring } from '../cards/crypto.js';
 import type { ColumnPlan } from '../csv/columns.js';
 import { JOB_LOCK_MS } from '../policy.js';
-import type { JobName } from '../outcomes.js';
+import type { ImportKind, JobName } from '../outcomes.js';
+import { observeRetry, observeRowSettled } from '../metrics.js';
 import { isSettled, type ImportRecord, type ImportStore, type LedgerEntry } from '../store/importStore.js';
 import type { ApiBudget } from './budget.js';
 import { jobFigures, type CallFigures } from './figures.js';
@@ -66,9 +67,10 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowJobData, un
     return record;
   };
 
-  async function settle(job: Job<RowJobData, unknown, JobName>, entry: LedgerEntry): Promise<void> {
+  async function settle(job: Job<RowJobData, unknown, JobName>, kind: ImportKind, entry: LedgerEntry): Promise<void> {
     const { importId, row } = job.data;
     const result = await store.settle(importId, row, entry);
+    if (result.applied && isSettled(entry.s)) observeRowSettled(kind, entry.s);
     if (result.complete) await enqueueFinalize(queues, importId, result.round);
   }
 
@@ -88,6 +90,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowJobData, un
     }
 
     const attempt = job.attemptsMade + 1;
+    if (attempt > 1) observeRetry(record.kind);
     const maxAttempts = job.opts.attempts ?? 1;
     let entry: LedgerEntry = { ...stored, a: stored.a + 1, t: Date.now() };
     let sentNow = false;
@@ -115,7 +118,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowJobData, un
 
     try {
       const outcome: RowOutcome = await jobFigures.run(figures, () => processor(ctx));
-      await settle(job, outcomeEntry(entry, outcome));
+      await settle(job, record.kind, outcomeEntry(entry, outcome));
       log.debug({ status: outcome.status }, 'row settled');
       return outcome.status;
     } catch (error) {
@@ -140,7 +143,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowJobData, un
         throw error;
       }
       const settled = entry.s === 'sent' ? await lastReadBack(job.name, ctx, entry, error, reason) : { ...entry, s: 'failed' as const, e: transient ? `retries ran out: ${reason}` : reason };
-      await settle(job, settled);
+      await settle(job, record.kind, settled);
       log.info({ status: settled.s, err: error }, 'row settled without success');
       throw new UnrecoverableError(settled.e);
     } finally {
