@@ -41,7 +41,12 @@ export function startControlWorker(deps: ControlDeps, options: { concurrency?: n
       if (!handler) throw new Error(`unknown control job ${job.name}`);
       return handler(job, deps);
     },
-    { connection: deps.connection, prefix: deps.prefix, concurrency: options.concurrency ?? 2, lockDuration: options.lockDuration },
+    {
+      connection: deps.connection,
+      prefix: deps.prefix,
+      concurrency: options.concurrency ?? 2,
+      ...(options.lockDuration === undefined ? {} : { lockDuration: options.lockDuration }),
+    },
   );
   worker.on('error', (error) => deps.logger.error({ err: error }, 'control worker error'));
   return worker;
