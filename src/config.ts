@@ -40,10 +40,14 @@ export interface Config {
   cardKey?: Buffer;
   /** SUBSYNC_CARD_KEY_ID: a short id stored beside each ciphertext, so keys can be rotated. Default `k1`. */
   cardKeyId: string;
+  /** SUBSYNC_CARD_KEYS_PREVIOUS: retired keys that still open card data sealed before a rotation. */
+  cardKeysPrevious: Array<{ id: string; key: Buffer }>;
   /** SUBSYNC_DASHBOARD_TOKEN: when set, every dashboard route requires it. */
   dashboardToken?: string;
   /** SUBSYNC_HTTP_TIMEOUT_MS: time to response headers and between body chunks. Default {@link HTTP_DEFAULTS}.requestTimeoutMs. */
   httpTimeoutMs: number;
+  /** SUBSYNC_JOB_LOCK_MS: how long a row job is locked to its worker; a dead worker's job is taken over after it. Default {@link JOB_LOCK_MS}. */
+  jobLockMs: number;
   /** SUBSYNC_QUEUE_PREFIX: the prefix of every Redis key. Default `subsync`; `{subsync}` on Redis Cluster. */
   queuePrefix: string;
   /** SUBSYNC_LOG_LEVEL: the pino level. Default `info`. */
@@ -66,7 +70,6 @@ export interface ConfigVariable {
   readonly secret: boolean;
 }
 
-const HTTP_TIMEOUT_LIMIT_MS = JOB_LOCK_MS / 2;
 
 /** Every variable subsync reads, in the order `--help` and the README print them. */
 export const CONFIG_VARIABLES: readonly ConfigVariable[] = [
@@ -127,6 +130,13 @@ export const CONFIG_VARIABLES: readonly ConfigVariable[] = [
     secret: false,
   },
   {
+    name: 'SUBSYNC_CARD_KEYS_PREVIOUS',
+    default: undefined,
+    description: 'Retired card keys as id:hex pairs separated by commas; they only open card data sealed before a rotation.',
+    expected: 'comma-separated id:key pairs, each id 1-32 of A-Z a-z 0-9 _ - and each key 64 hex characters',
+    secret: true,
+  },
+  {
     name: 'SUBSYNC_DASHBOARD_TOKEN',
     default: undefined,
     description: 'When set, every dashboard route requires this token.',
@@ -138,8 +148,15 @@ export const CONFIG_VARIABLES: readonly ConfigVariable[] = [
     default: String(HTTP_DEFAULTS.requestTimeoutMs),
     description: 'HTTP timeout to response headers and between body chunks, in milliseconds.',
     expected:
-      `a whole number of milliseconds, at least 1 and below ${HTTP_TIMEOUT_LIMIT_MS} ` +
-      `(half the ${JOB_LOCK_MS} ms job lock, so a worker waiting on a slow request is never taken for a dead one and its row run twice)`,
+      'a whole number of milliseconds, at least 1 and below half the job lock ' +
+      `(SUBSYNC_JOB_LOCK_MS, default ${JOB_LOCK_MS} ms), so a worker waiting on a slow request is never taken for a dead one and its row run twice`,
+    secret: false,
+  },
+  {
+    name: 'SUBSYNC_JOB_LOCK_MS',
+    default: String(JOB_LOCK_MS),
+    description: "How long a row job stays locked to its worker; a killed worker's jobs are taken over after it. Must exceed twice SUBSYNC_HTTP_TIMEOUT_MS.",
+    expected: 'a whole number of milliseconds, at least 2000 and more than twice SUBSYNC_HTTP_TIMEOUT_MS (a live request must never outlast the lock)',
     secret: false,
   },
   {
@@ -248,13 +265,24 @@ const EnvSchema = z.object({
     .regex(/^[A-Za-z0-9_-]{1,32}$/)
     .default('k1'),
   SUBSYNC_DASHBOARD_TOKEN: z.string().min(16).optional(),
-  SUBSYNC_HTTP_TIMEOUT_MS: wholeNumber.pipe(z.number().lt(HTTP_TIMEOUT_LIMIT_MS)).default(HTTP_DEFAULTS.requestTimeoutMs),
+  SUBSYNC_HTTP_TIMEOUT_MS: wholeNumber.default(HTTP_DEFAULTS.requestTimeoutMs),
+  SUBSYNC_JOB_LOCK_MS: wholeNumber.pipe(z.number().min(2000)).default(JOB_LOCK_MS),
+  SUBSYNC_CARD_KEYS_PREVIOUS: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,32}:[0-9a-fA-F]{64}(,[A-Za-z0-9_-]{1,32}:[0-9a-fA-F]{64})*$/)
+    .transform((text) => text.split(',').map((pair) => ({ id: pair.slice(0, pair.indexOf(':')), key: Buffer.from(pair.slice(pair.indexOf(':') + 1), 'hex') })))
+    .optional(),
   SUBSYNC_QUEUE_PREFIX: z
     .string()
     .max(64)
     .regex(/^(?:\{[A-Za-z0-9_.-]+\})?[A-Za-z0-9_.-]*$/)
     .default('subsync'),
   SUBSYNC_LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
+}).superRefine((env, ctx) => {
+  // The HTTP timeout must stay well under the job lock, so a live job is never taken for a dead one.
+  if (env.SUBSYNC_HTTP_TIMEOUT_MS * 2 >= env.SUBSYNC_JOB_LOCK_MS) {
+    ctx.addIssue({ code: 'custom', path: ['SUBSYNC_HTTP_TIMEOUT_MS'], message: 'not under half the job lock' });
+  }
 });
 
 /**
@@ -300,6 +328,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     cardKeyId: e.SUBSYNC_CARD_KEY_ID,
     dashboardToken: e.SUBSYNC_DASHBOARD_TOKEN,
     httpTimeoutMs: e.SUBSYNC_HTTP_TIMEOUT_MS,
+    jobLockMs: e.SUBSYNC_JOB_LOCK_MS,
+    cardKeysPrevious: e.SUBSYNC_CARD_KEYS_PREVIOUS ?? [],
     queuePrefix: e.SUBSYNC_QUEUE_PREFIX,
     logLevel: e.SUBSYNC_LOG_LEVEL,
     warnings,

@@ -11,6 +11,7 @@ import { observeApiCall } from './metrics.js';
 import { openQueues, type BackoffBounds, type Queues } from './queue/queues.js';
 import { checkRedis, createRedis } from './queue/redis.js';
 import { startRowWorker } from './queue/rowWorker.js';
+import { checkContinuity, importJournal, type ImportJournal } from './store/continuity.js';
 import { createImportStore, type ImportStore } from './store/importStore.js';
 
 /**
@@ -25,6 +26,10 @@ export interface Runtime {
   store: ImportStore;
   queues: Queues;
   keyring: CardKeyring | undefined;
+  /** The data dir's record of the imports started here (see checkContinuity). */
+  journal: ImportJournal;
+  /** Set when Redis lost subsync's data since this data dir last saw it: the explanation. */
+  redisLoss: string | undefined;
   /** Things opened later (API clients, workers), closed first. */
   adopt(close: () => Promise<void>): void;
   close(): Promise<void>;
@@ -36,8 +41,11 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
   const redis = createRedis(config.redisUrl);
   redis.on('error', (error) => logger.warn({ err: error }, 'redis connection error'));
   const store = createImportStore(redis, config.queuePrefix);
-  const queues = openQueues(redis, config.queuePrefix);
+  const queues = openQueues(redis, config.queuePrefix, (error) => logger.warn({ err: error }, 'queue connection error'));
+  const redisLoss = await checkContinuity(redis, config.queuePrefix, config.dataDir);
+  if (redisLoss) logger.warn(redisLoss);
   const later: Array<() => Promise<void>> = [];
+  let closing: Promise<void> | undefined;
   return {
     config,
     logger,
@@ -45,17 +53,23 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
     store,
     queues,
     keyring: keyringOf(config),
+    journal: importJournal(config.dataDir),
+    redisLoss,
     adopt: (close) => later.push(close),
-    async close() {
-      for (const close of later.reverse()) await close();
-      await queues.close();
-      await redis.quit().catch(() => redis.disconnect());
+    close() {
+      // Idempotent: a second close waits for the first.
+      closing ??= (async () => {
+        for (const close of later.reverse()) await close();
+        await queues.close();
+        await redis.quit().catch(() => redis.disconnect());
+      })();
+      return closing;
     },
   };
 }
 
-export function keyringOf(config: Pick<Config, 'cardKey' | 'cardKeyId'>): CardKeyring | undefined {
-  return config.cardKey ? { current: { id: config.cardKeyId, key: config.cardKey } } : undefined;
+export function keyringOf(config: Pick<Config, 'cardKey' | 'cardKeyId' | 'cardKeysPrevious'>): CardKeyring | undefined {
+  return config.cardKey ? { current: { id: config.cardKeyId, key: config.cardKey }, previous: config.cardKeysPrevious } : undefined;
 }
 
 /** The API client of a worker process: every request draws from the fleet-wide budget. */
@@ -99,6 +113,7 @@ export function startWorkers(
     keyring: runtime.keyring,
     logger: runtime.logger,
     backoff: options.backoff,
+    lockMs: runtime.config.jobLockMs,
   });
   const control =
     options.control === false

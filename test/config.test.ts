@@ -30,6 +30,8 @@ describe('loadConfig', () => {
       cardKeyId: 'k1',
       dashboardToken: undefined,
       httpTimeoutMs: HTTP_DEFAULTS.requestTimeoutMs,
+      jobLockMs: JOB_LOCK_MS,
+      cardKeysPrevious: [],
       queuePrefix: 'subsync',
       logLevel: 'info',
       warnings: [],
@@ -180,5 +182,25 @@ describe('requireApiUrl', () => {
       expect(err.problems[0]?.variable).toBe('SUBSYNC_API_URL');
       expect(err.message).toMatch(/^SUBSYNC_API_URL is not set: expected .*set SUBSYNC_API_URL/);
     }
+  });
+
+  it('keeps the HTTP timeout under half the job lock, whichever of the two is set', () => {
+    expect(loadConfig({ SUBSYNC_JOB_LOCK_MS: '8000', SUBSYNC_HTTP_TIMEOUT_MS: '3000' })).toMatchObject({ jobLockMs: 8000, httpTimeoutMs: 3000 });
+    const err = (() => {
+      try {
+        loadConfig({ SUBSYNC_JOB_LOCK_MS: '8000' });
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    })();
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as ConfigError).problems.map((p) => p.variable)).toEqual(['SUBSYNC_HTTP_TIMEOUT_MS']);
+  });
+
+  it('reads retired card keys for rotation, never echoing them', () => {
+    const config = loadConfig({ SUBSYNC_CARD_KEYS_PREVIOUS: `k0:${'ab'.repeat(32)},old-2:${'cd'.repeat(32)}` });
+    expect(config.cardKeysPrevious.map((k) => [k.id, k.key.length])).toEqual([['k0', 32], ['old-2', 32]]);
+    expect(() => loadConfig({ SUBSYNC_CARD_KEYS_PREVIOUS: 'k0:1234' })).toThrow(/SUBSYNC_CARD_KEYS_PREVIOUS=\(hidden\)/);
   });
 });

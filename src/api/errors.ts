@@ -6,6 +6,7 @@ import {
   TRANSIENT_STATUSES,
   isServerErrorStatus,
 } from '../policy.js';
+import { scrubCardNumbers } from './rules.js';
 
 /** The seven operations of api-interface.md section 4, by name. */
 export type Endpoint =
@@ -98,7 +99,9 @@ export abstract class ApiError extends Error {
     retryAfter: string | undefined;
     now?: number;
   }): ApiError {
-    const { endpoint, method, status, apiMessage } = input;
+    const { endpoint, method, status } = input;
+    // The service's words are stored and logged: never with a card number in them.
+    const apiMessage = input.apiMessage === undefined ? undefined : scrubCardNumbers(input.apiMessage);
     const mutating = isMutating(method);
     const retryAfterMs = parseRetryAfter(input.retryAfter, input.now ?? Date.now());
     const words = apiMessage ? `: ${apiMessage}` : '';

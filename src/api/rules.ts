@@ -53,3 +53,12 @@ export function maskCardNumber(value: string): string {
   const digits = value.replace(/\D/g, '');
   return digits.length <= 4 ? digits : `${'*'.repeat(Math.max(0, digits.length - 4))}${digits.slice(-4)}`;
 }
+
+/**
+ * Masks anything shaped like a card number (12 to 19 digits, optionally in
+ * groups split by spaces or dashes) in free text: an API message that echoes
+ * a request, an error reason, before it is stored or logged.
+ */
+export function scrubCardNumbers(text: string): string {
+  return text.replace(/\d(?:[ -]?\d){11,18}/g, (run) => maskCardNumber(run));
+}

@@ -63,6 +63,7 @@ export async function runImport(runtime: Runtime, file: string, flags: ImportFla
   const print = (text: string, data: Record<string, unknown>): void => {
     out.write(flags.json ? `${JSON.stringify(data)}\n` : `${text}\n`);
   };
+  if (runtime.redisLoss) process.stderr.write(`subsync: ${runtime.redisLoss}\n`);
   const api = flags.dryRun && runtime.config.apiUrl ? createApiClient({ baseUrl: requireApiUrl(runtime.config), auth: runtime.config.apiAuth }) : undefined;
   let result: ImportResult;
   try {
@@ -83,6 +84,7 @@ export async function runImport(runtime: Runtime, file: string, flags: ImportFla
         queues: runtime.queues,
         keyring: runtime.keyring,
         api,
+        journal: runtime.journal,
         logger: runtime.logger,
         // The id comes first, before the rows are read: a long file is traceable at once.
         onImportId: (importId, kind) => print(`import id: ${importId}`, { importId, kind }),

@@ -11,6 +11,7 @@ export function register(program: Command): void {
     .option('--json', 'JSON instead of text')
     .action((importId: string | undefined, flags: { json?: boolean }) =>
       withRuntime(async (runtime) => {
+        if (runtime.redisLoss) process.stderr.write(`subsync: ${runtime.redisLoss}\n`);
         const ids = importId ? [importId] : await runtime.store.listImportIds(20);
         const statuses = [];
         for (const id of ids) {

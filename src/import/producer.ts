@@ -14,6 +14,7 @@ import { cellOf, maskCells, secretColumnIndexes, validateRow, type RowError, typ
 import type { ImportKind, JobName } from '../outcomes.js';
 import { RETRY_DEFAULTS } from '../policy.js';
 import { enqueueFinalize, rowJobOptions, type Queues, type RowJobData } from '../queue/queues.js';
+import type { ImportJournal } from '../store/continuity.js';
 import type { ImportStore, LedgerEntry } from '../store/importStore.js';
 
 /** Rows per round trip: ledger entries, invalid settles and one addBulk. */
@@ -60,6 +61,8 @@ export interface ProducerDeps {
   api?: ApiClient;
   logger: Logger;
   now?: () => number;
+  /** Imports started from this data dir; one Redis no longer knows was lost with it. */
+  journal?: ImportJournal;
   /** Told the import id as soon as it is known, before any row is read. */
   onImportId?: (importId: string, kind: ImportKind) => void;
 }
@@ -105,7 +108,11 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
   }
 
   const resumed = existing !== undefined;
+  // Known here but not to Redis: Redis lost it, and any of its rows may have been sent.
+  const lost = !resumed && (await deps.journal?.has(importId)) === true;
+  if (lost) log.warn('this file was imported before and Redis has lost that import: every create reads back before sending');
   if (!resumed) {
+    await deps.journal?.record(importId, { file: path.basename(file), kind, createdAt: now() });
     await store.createImport({
       id: importId,
       file: path.basename(file),
@@ -149,7 +156,7 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
         invalidRows.push({ row: csvRow.row, entry: { c: masked, j: null, s: 'invalid', a: 0, e: rowErrors.map((e) => e.message).join('; ') } });
       } else {
         const name = jobNameOf(plan, csvRow.cells, options);
-        pending.push({ row: csvRow.row, entry: { c: masked, j: name, s: 'pending', a: 0 } });
+        pending.push({ row: csvRow.row, entry: { c: masked, j: name, s: lost ? 'sent' : 'pending', a: 0 } });
         const data: RowJobData = { importId, row: csvRow.row };
         if (secretColumns.length > 0 && deps.keyring) {
           const secrets: Record<string, string> = {};

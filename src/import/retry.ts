@@ -40,8 +40,8 @@ export async function retryRows(store: ImportStore, queues: Queues, importId: st
     if (entry.j === null) continue;
     const job = await queues.rows.getJob(rowJobId(importId, row));
     const reopened: LedgerEntry = { ...entry, s: entry.s === 'needs-review' ? 'sent' : 'pending', e: undefined, cand: undefined };
-    if (!job && record.kind !== 'customers') {
-      // Card data lives only in the sealed job data, which is gone.
+    if (record.kind !== 'customers' && job?.data.secrets === undefined) {
+      // Card data lives only in the sealed job data, which is gone once the import settled.
       result.skipped.push({ row, reason: 'its card data is no longer held; import the corrected row again' });
       continue;
     }

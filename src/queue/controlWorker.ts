@@ -2,6 +2,7 @@ import { Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { ApiClient } from '../api/client.js';
+import { forgetCardData } from '../import/cardData.js';
 import { finalizeImport } from '../import/finalize.js';
 import type { ImportStore } from '../store/importStore.js';
 import { CONTROL_QUEUE, FINALIZE_JOB, FinalizeJobDataSchema, type Queues } from './queues.js';
@@ -24,6 +25,7 @@ export type ControlHandler = (job: Job, deps: ControlDeps) => Promise<unknown>;
 const finalize: ControlHandler = async (job, deps) => {
   const { importId, round } = FinalizeJobDataSchema.parse(job.data);
   const files = await finalizeImport({ store: deps.store, importId, round, dataDir: deps.dataDir, logger: deps.logger });
+  if (files) await forgetCardData(deps.store, deps.queues, importId);
   return files?.dir ?? 'stale round';
 };
 

@@ -50,9 +50,12 @@ export interface Queues {
   close(): Promise<void>;
 }
 
-export function openQueues(connection: Redis, prefix: string): Queues {
+/** Opens the queues; `onError` hears their connection errors (a cut connection reconnects by itself). */
+export function openQueues(connection: Redis, prefix: string, onError: (error: Error) => void = () => undefined): Queues {
   const rows = new Queue<RowJobData, unknown, JobName>(ROWS_QUEUE, { connection, prefix });
   const control = new Queue(CONTROL_QUEUE, { connection, prefix });
+  rows.on('error', onError);
+  control.on('error', onError);
   return {
     rows,
     control,

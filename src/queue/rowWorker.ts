@@ -4,7 +4,8 @@ import type { Logger } from 'pino';
 import { PROCESSORS, READ_BACKS, type RowContext, type RowOutcome } from '../../jobs/index.js';
 import type { ApiClient } from '../api/client.js';
 import { ApiError, ApiRateLimitedError, ApiTimeoutError } from '../api/errors.js';
-import { openSecrets, type CardKeyring } from '../cards/crypto.js';
+import { openSecrets, sealSecrets, type CardKeyring } from '../cards/crypto.js';
+import { scrubCardNumbers } from '../api/rules.js';
 import type { ColumnPlan } from '../csv/columns.js';
 import { JOB_LOCK_MS } from '../policy.js';
 import type { ImportKind, JobName } from '../outcomes.js';
@@ -37,6 +38,8 @@ export interface RowWorkerOptions {
   logger: Logger;
   /** Retry backoff bounds; default DEFAULT_BACKOFF (1 s base, 60 s cap). */
   backoff?: BackoffBounds;
+  /** The job lock (SUBSYNC_JOB_LOCK_MS); a dead worker's jobs are taken over after it. Default JOB_LOCK_MS. */
+  lockMs?: number;
 }
 
 /** The column plan of an import, rebuilt from its record (the producer validated it). */
@@ -143,6 +146,9 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowJobData, un
         throw error;
       }
       const settled = entry.s === 'sent' ? await lastReadBack(job.name, ctx, entry, error, reason) : { ...entry, s: 'failed' as const, e: transient ? `retries ran out: ${reason}` : reason };
+      // The job stays (failed, for the dashboard): its CVC goes now that the row has an outcome.
+      // Before settling: the settle may complete the import, whose finaliser drops the rest.
+      await forgetCvc(job, plan, options.keyring);
       await settle(job, record.kind, settled);
       log.info({ status: settled.s, err: error }, 'row settled without success');
       throw new UnrecoverableError(settled.e);
@@ -155,7 +161,12 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowJobData, un
     connection: options.connection,
     prefix: options.prefix,
     concurrency: options.concurrency,
-    lockDuration: JOB_LOCK_MS,
+    lockDuration: options.lockMs ?? JOB_LOCK_MS,
+    // Stalled jobs (their worker died) are looked for twice per lock period,
+    // and always run again: the ledger makes a re-run safe (it reconciles), so
+    // no stall count may fail a row behind the ledger's back.
+    stalledInterval: Math.round((options.lockMs ?? JOB_LOCK_MS) / 2),
+    maxStalledCount: Number.MAX_SAFE_INTEGER,
     settings: {
       backoffStrategy: (attemptsMade, _type, err) => fullJitterBackoff(attemptsMade, err instanceof ApiError ? err.retryAfterMs : undefined, options.backoff),
     },
@@ -183,6 +194,18 @@ async function lastReadBack(name: JobName, ctx: RowContext, entry: LedgerEntry, 
   }
 }
 
+/**
+ * Re-seals a kept job's card cells without the CVC (DESIGN section 6: kept
+ * only until the row has a definite outcome). The card number stays sealed
+ * until the import settles, for a retry.
+ */
+async function forgetCvc(job: Job<RowJobData, unknown, JobName>, plan: ColumnPlan, keyring: CardKeyring | undefined): Promise<void> {
+  const { secrets, ...rest } = job.data;
+  if (secrets === undefined || !keyring) return;
+  const kept = Object.fromEntries(Object.entries(openSecrets(keyring, secrets)).filter(([index]) => !/CVCode$/.test(plan.paths[Number(index)] ?? '')));
+  await job.updateData(Object.keys(kept).length > 0 ? { ...rest, secrets: sealSecrets(keyring, kept) } : rest);
+}
+
 function outcomeEntry(entry: LedgerEntry, outcome: RowOutcome): LedgerEntry {
   return {
     ...entry,
@@ -198,5 +221,5 @@ function outcomeEntry(entry: LedgerEntry, outcome: RowOutcome): LedgerEntry {
 /** The reason stored for a row: the API's words when it gave some; never a request body. */
 function describe(error: unknown): string {
   if (error instanceof ApiError) return error.apiMessage ? `${error.apiMessage} (${error.code}${error.status ? ` ${error.status}` : ''})` : error.message;
-  return error instanceof Error ? error.message : String(error);
+  return scrubCardNumbers(error instanceof Error ? error.message : String(error));
 }

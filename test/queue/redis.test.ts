@@ -1,34 +1,13 @@
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { RedisCheckError, checkRedis } from '../../src/queue/redis.js';
-
-/** A port nothing listens on. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (typeof address !== 'object' || address === null) throw new Error('no port');
-  return address.port;
-}
+import { freePort, startOwnRedis } from '../support/redisServer.js';
 
 async function withRedis(args: string[], body: (url: string) => Promise<void>): Promise<void> {
-  const port = await freePort();
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', ...args], { stdio: 'pipe' });
+  const redis = await startOwnRedis(['--save', '', ...args]);
   try {
-    let out = '';
-    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    const deadline = Date.now() + 10_000;
-    while (!out.includes('Ready to accept connections')) {
-      if (Date.now() > deadline) throw new Error(`redis-server did not start:\n${out}`);
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-    await body(`redis://127.0.0.1:${port}`);
+    await body(redis.url);
   } finally {
-    child.kill('SIGTERM');
-    await once(child, 'exit');
+    await redis.stop();
   }
 }
 
