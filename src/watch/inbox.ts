@@ -1,0 +1,326 @@
+/**
+ * The inbox watcher (`subsync watch`, DESIGN sections 3 and 6): takes files
+ * dropped into the inbox once they are complete, imports each once, and moves
+ * it on when its import settles.
+ *
+ * A file's life, one folder per step (see folders.ts):
+ * 1. `inbox/<kind>/x.csv` (or `inbox/x.csv`, its kind read from its headers):
+ *    taken once its size and mtime are the same on two polls in a row;
+ *    dot-files and `*.part` are never taken. Taking is a rename into
+ *    `processing/<kind>/`, so a half-copied file is never read and no file is
+ *    taken twice.
+ * 2. `processing/<kind>/x.csv`: imported with `importFile`. Its import id is
+ *    the hash of its bytes and kind, so importing it again after a crash
+ *    resumes an interrupted enqueue or finds it already imported: a file found
+ *    here at start is resumed, never lost or doubled.
+ * 3. when the import's results are written: `done/x.csv`; a file holding card
+ *    data (signups, cards) is deleted from there after the card retention
+ *    (default at once). A file rejected as a whole goes to `failed/x.csv`
+ *    with `failed/x.csv.error.txt` saying why. A name already taken in
+ *    `done/` or `failed/` gets a timestamp suffix.
+ *
+ * The watcher keeps no state of its own beyond the folders and Redis: what it
+ * holds in memory (sizes seen, import ids) is recomputed after a restart.
+ * Polling (readdir on an interval) rather than fs.watch, which misses events
+ * on network and container volumes. Run one watcher per inbox; for throughput,
+ * run more workers.
+ */
+import { rm, utimes } from 'node:fs/promises';
+import path from 'node:path';
+import pLimit from 'p-limit';
+import type { Logger } from 'pino';
+import { detectKind } from '../csv/columns.js';
+import { ColumnMapError, CsvFormatError, FileRejectedError } from '../csv/errors.js';
+import { readHeaders } from '../csv/reader.js';
+import { importFile } from '../import/producer.js';
+import { importStatus, type ImportStatus } from '../import/status.js';
+import { IMPORT_KINDS, type ImportKind } from '../outcomes.js';
+import type { Runtime } from '../runtime.js';
+import { createFolders, freePath, isCode, kindFolder, listFiles, moveFile, watchFolders, writeTextFile, type FolderFile, type WatchFolders } from './folders.js';
+
+/** How often the folders are read when not told: a dropped file waits about two of these. */
+export const DEFAULT_POLL_MS = 1_000;
+/** After an unexpected error (Redis away, a file unreadable), how long before the file is tried again. */
+export const DEFAULT_RETRY_MS = 10_000;
+
+/** Kinds whose files hold card numbers (DESIGN section 6). */
+const CARD_KINDS: ReadonlySet<ImportKind> = new Set(['signups', 'cards']);
+
+export interface WatcherOptions {
+  /** The process's runtime: the import store and queues, the card keyring, the logger, `config.dataDir`. */
+  runtime: Pick<Runtime, 'config' | 'store' | 'queues' | 'keyring' | 'logger'>;
+  /** The inbox folder. Default `<dataDir>/inbox`; processing/, done/ and failed/ stay under the data dir. */
+  inbox?: string;
+  /** Milliseconds between two readings of the folders. Default {@link DEFAULT_POLL_MS}. */
+  pollMs?: number;
+  /** How long a processed file holding card data stays in done/, in milliseconds. Default 0: deleted at once. */
+  cardRetentionMs?: number;
+  /** Milliseconds before a file whose import failed unexpectedly is tried again. Default {@link DEFAULT_RETRY_MS}. */
+  retryMs?: number;
+}
+
+export interface Watcher {
+  readonly folders: WatchFolders;
+  /** Runs one pass over the folders now (the timer runs them too); passes never overlap. */
+  scan(): Promise<void>;
+  /** Stops polling and waits for an enqueue under way; an import still settling is picked up again at the next start. */
+  close(): Promise<void>;
+}
+
+/** What the watcher knows of a file in processing/, by its path. */
+type Tracked =
+  | { state: 'enqueuing' }
+  | { state: 'waiting'; importId: string }
+  | { state: 'rejected'; reason: string }
+  | { state: 'retry'; at: number };
+
+/** A file's size and mtime at the last poll: unchanged at the next one, it is complete. */
+type Stamp = Pick<FolderFile, 'size' | 'mtimeMs'>;
+
+/**
+ * Creates the folders, makes a first pass (which resumes whatever lies in
+ * processing/), and polls until closed.
+ */
+export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
+  const { store, queues, keyring, config } = options.runtime;
+  const log = options.runtime.logger.child({ component: 'watch' });
+  const folders = watchFolders(config.dataDir, options.inbox);
+  const pollMs = options.pollMs ?? DEFAULT_POLL_MS;
+  const retryMs = options.retryMs ?? DEFAULT_RETRY_MS;
+  const cardRetentionMs = options.cardRetentionMs ?? 0;
+  await createFolders(folders);
+
+  let seen = new Map<string, Stamp>();
+  const tracked = new Map<string, Tracked>();
+  /** done/ files already looked at: when each is due for deletion, or never (no card data). */
+  const doneFiles = new Map<string, number | undefined>();
+  // One enqueue at a time, in the order files were taken: enqueueing is bound
+  // by Redis round trips, and the operator sees files start in drop order.
+  const enqueueLimit = pLimit(1);
+  const enqueues = new Set<Promise<void>>();
+
+  /** Step 1: take every inbox file that has stopped growing. */
+  async function takeCompleteFiles(): Promise<void> {
+    const candidates: Array<{ file: FolderFile; kind: ImportKind | undefined }> = [];
+    for (const kind of IMPORT_KINDS) for (const file of await listFiles(kindFolder(folders.inbox, kind))) candidates.push({ file, kind });
+    for (const file of await listFiles(folders.inbox)) candidates.push({ file, kind: undefined });
+    const now = new Map<string, Stamp>();
+    for (const { file, kind } of candidates) {
+      const before = seen.get(file.path);
+      if (before?.size !== file.size || before.mtimeMs !== file.mtimeMs) {
+        now.set(file.path, { size: file.size, mtimeMs: file.mtimeMs });
+        if (!before) log.debug({ file: file.path }, 'inbox file seen; taken once its size and mtime hold for a poll');
+        continue;
+      }
+      await guarded(file.path, () => take(file, kind));
+    }
+    seen = now;
+  }
+
+  async function take(file: FolderFile, folderKind: ImportKind | undefined): Promise<void> {
+    let kind = folderKind;
+    if (kind === undefined) {
+      try {
+        kind = detectKind({ headers: await readHeaders(file.path), file: file.name });
+      } catch (error) {
+        if (!isRejection(error)) throw error;
+        await reject(file.path, rejectionText(file.name, reasonsOf(error), undefined));
+        return;
+      }
+    }
+    const target = await freePath(kindFolder(folders.processing, kind), file.name, Date.now());
+    try {
+      await moveFile(file.path, target);
+    } catch (error) {
+      // Another watcher (or the operator) took it first.
+      if (isCode(error, 'ENOENT')) return;
+      throw error;
+    }
+    log.info({ file: file.name, kind, processing: target }, 'inbox file taken');
+  }
+
+  /** Step 2: import what lies in processing/, and move on what has settled. */
+  async function advanceProcessing(): Promise<void> {
+    const present = new Set<string>();
+    for (const kind of IMPORT_KINDS) {
+      for (const file of await listFiles(kindFolder(folders.processing, kind))) {
+        present.add(file.path);
+        await guarded(file.path, () => advance(file, kind));
+      }
+    }
+    // Forget files that went away (moved on, or removed by hand).
+    for (const [file, entry] of tracked) if (!present.has(file) && entry.state !== 'enqueuing') tracked.delete(file);
+  }
+
+  async function advance(file: FolderFile, kind: ImportKind): Promise<void> {
+    const entry = tracked.get(file.path);
+    if (entry === undefined || (entry.state === 'retry' && Date.now() >= entry.at)) {
+      startImport(file);
+    } else if (entry.state === 'rejected') {
+      await reject(file.path, entry.reason);
+      tracked.delete(file.path);
+    } else if (entry.state === 'waiting') {
+      const status = await importStatus(store, entry.importId);
+      if (status === undefined) {
+        // The import's record is gone from Redis (flushed?): import the file again.
+        log.warn({ file: file.path, importId: entry.importId }, 'import record missing from Redis; importing the file again');
+        startImport(file);
+      } else if (status.finished) {
+        await settle(file, kind, entry.importId, status);
+        tracked.delete(file.path);
+      }
+    }
+  }
+
+  function startImport(file: FolderFile): void {
+    tracked.set(file.path, { state: 'enqueuing' });
+    const run = enqueueLimit(() => enqueue(file))
+      .catch((error: unknown): Tracked => {
+        log.error({ err: error, file: file.path, retryInMs: retryMs }, 'inbox file could not be imported; trying again later');
+        return { state: 'retry', at: Date.now() + retryMs };
+      })
+      .then((next) => {
+        tracked.set(file.path, next);
+        enqueues.delete(run);
+      });
+    enqueues.add(run);
+  }
+
+  /** Imports one file of processing/; what comes of it is left for the next pass to act on. */
+  async function enqueue(file: FolderFile): Promise<Tracked> {
+    let importId: string | undefined;
+    try {
+      const result = await importFile(
+        { file: file.path, inboxFolder: path.dirname(file.path) },
+        { store, queues, keyring, logger: options.runtime.logger, onImportId: (id) => (importId = id) },
+      );
+      if (result.outcome === 'enqueued' || result.outcome === 'already-imported') {
+        const message = result.outcome === 'enqueued' ? 'inbox file enqueued' : 'inbox file already imported (same bytes); waiting for its results';
+        log.info({ file: file.path, importId: result.importId, kind: result.kind }, message);
+        return { state: 'waiting', importId: result.importId };
+      }
+      // Neither a dry run nor all-or-nothing is asked for here; kept total.
+      return { state: 'rejected', reason: rejectionText(file.name, [`the import ended as ${result.outcome}`], undefined) };
+    } catch (error) {
+      if (!isRejection(error)) throw error;
+      // A fault mid-file may come after some rows were queued; say so.
+      const partial = importId !== undefined && (await store.getImport(importId)) !== undefined ? importId : undefined;
+      return { state: 'rejected', reason: rejectionText(file.name, reasonsOf(error), partial) };
+    }
+  }
+
+  async function settle(file: FolderFile, kind: ImportKind, importId: string, status: ImportStatus): Promise<void> {
+    const { resultsDir, counts } = status;
+    if (CARD_KINDS.has(kind) && cardRetentionMs === 0) {
+      await rm(file.path, { force: true });
+      log.info({ file: file.name, importId, resultsDir, counts }, 'inbox file settled; deleted at once (card data)');
+      return;
+    }
+    const target = await freePath(folders.done, file.name, Date.now());
+    await moveFile(file.path, target);
+    // done/'s mtime is when the file got there: the card retention counts from it.
+    const now = new Date();
+    await utimes(target, now, now);
+    log.info({ file: file.name, importId, resultsDir, counts, done: target }, 'inbox file settled');
+  }
+
+  async function reject(file: string, reason: string): Promise<void> {
+    const target = await freePath(folders.failed, path.basename(file), Date.now());
+    // The reason first: a file in failed/ always has its explanation beside it.
+    await writeTextFile(`${target}.error.txt`, reason);
+    await moveFile(file, target);
+    log.warn({ file: path.basename(file), failed: target, reason }, 'inbox file rejected');
+  }
+
+  /** Step 3: delete files holding card data from done/ once their retention has passed. */
+  async function sweepCardFiles(): Promise<void> {
+    const files = await listFiles(folders.done);
+    const names = new Set(files.map((file) => file.name));
+    for (const name of doneFiles.keys()) if (!names.has(name)) doneFiles.delete(name);
+    const now = Date.now();
+    for (const file of files) {
+      await guarded(file.path, async () => {
+        if (!doneFiles.has(file.name)) doneFiles.set(file.name, (await holdsCardData(file.path)) ? file.mtimeMs + cardRetentionMs : undefined);
+        const due = doneFiles.get(file.name);
+        if (due === undefined || now < due) return;
+        await rm(file.path, { force: true });
+        doneFiles.delete(file.name);
+        log.info({ file: file.name }, 'processed card file deleted (retention over)');
+      });
+    }
+  }
+
+  /** Runs `step` for one file; an error is logged, and the other files go on. */
+  async function guarded(file: string, step: () => Promise<void>): Promise<void> {
+    try {
+      await step();
+    } catch (error) {
+      if (isCode(error, 'ENOENT')) return;
+      log.error({ err: error, file }, 'inbox file step failed; tried again at the next poll');
+    }
+  }
+
+  let closed = false;
+  let timer: NodeJS.Timeout | undefined;
+  let passes: Promise<void> = Promise.resolve();
+  const scan = (): Promise<void> => {
+    passes = passes.then(async () => {
+      try {
+        await takeCompleteFiles();
+        await advanceProcessing();
+        await sweepCardFiles();
+      } catch (error) {
+        log.error({ err: error }, 'inbox pass failed; trying again at the next poll');
+      }
+    });
+    return passes;
+  };
+  const schedule = (): void => {
+    if (closed) return;
+    timer = setTimeout(() => void scan().then(schedule), pollMs);
+  };
+
+  await scan();
+  schedule();
+  log.info({ inbox: folders.inbox, pollMs, cardRetentionMs }, 'watching the inbox');
+  return {
+    folders,
+    scan,
+    async close() {
+      closed = true;
+      clearTimeout(timer);
+      await passes;
+      // Let an enqueue under way finish: the runtime's connections close after this.
+      while (enqueues.size > 0) await Promise.all([...enqueues]);
+    },
+  };
+}
+
+/** A file refused as a whole: it goes to failed/, not back for another try. */
+function isRejection(error: unknown): error is FileRejectedError | CsvFormatError | ColumnMapError {
+  return error instanceof FileRejectedError || error instanceof CsvFormatError || error instanceof ColumnMapError;
+}
+
+/** Why a file was rejected, one sentence each. */
+function reasonsOf(error: FileRejectedError | CsvFormatError | ColumnMapError): string[] {
+  return error instanceof CsvFormatError ? [error.message] : error.problems;
+}
+
+/** The text of `<name>.error.txt`. */
+function rejectionText(name: string, reasons: readonly string[], partialImportId: string | undefined): string {
+  const queued = partialImportId === undefined
+    ? 'Nothing of it was imported.'
+    : `Rows before the fault may have been queued already, as import ${partialImportId} (\`subsync status ${partialImportId}\`).`;
+  return [`${name} was rejected at ${new Date().toISOString()}.`, ...reasons.map((reason) => `- ${reason}`), queued, 'Fix the file and drop it into the inbox again.', ''].join('\n');
+}
+
+/** Whether a processed file holds card numbers: its headers say signups or cards. */
+async function holdsCardData(file: string): Promise<boolean> {
+  try {
+    return CARD_KINDS.has(detectKind({ headers: await readHeaders(file), file }));
+  } catch (error) {
+    if (isRejection(error)) return false;
+    throw error;
+  }
+}
+

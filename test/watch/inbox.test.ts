@@ -1,0 +1,185 @@
+import { existsSync } from 'node:fs';
+import { appendFile, mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { parse } from 'csv-parse/sync';
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { importFile } from '../../src/import/producer.js';
+import { importStatus, type ImportStatus } from '../../src/import/status.js';
+import { samplesDir } from '../../src/paths.js';
+import { startWatcher, type Watcher, type WatcherOptions } from '../../src/watch/inbox.js';
+import { startPipeline, until, type Pipeline } from '../support/pipeline.js';
+
+let pipeline: Pipeline | undefined;
+afterEach(async () => {
+  // The pipeline's runtime closes the watchers it adopted first.
+  await pipeline?.close();
+  pipeline = undefined;
+});
+
+/** A watcher on the pipeline's data dir, closed with its runtime. */
+async function watch(p: Pipeline, options: Partial<WatcherOptions> = {}): Promise<Watcher> {
+  const watcher = await startWatcher({ runtime: p.runtime, pollMs: 50, ...options });
+  p.runtime.adopt(() => watcher.close());
+  return watcher;
+}
+
+const sample = (name: string): Promise<string> => readFile(path.join(samplesDir(), name), 'utf8');
+const folder = (p: Pipeline, ...parts: string[]): string => path.join(p.dataDir, ...parts);
+const filesIn = async (dir: string): Promise<string[]> => (await readdir(dir, { withFileTypes: true })).filter((e) => e.isFile()).map((e) => e.name).sort();
+const fileAppears = (file: string): Promise<true> => until(async () => (existsSync(file) ? true : undefined), `${file} to appear`);
+
+async function drop(p: Pipeline, relative: string, content: string): Promise<string> {
+  const file = folder(p, 'inbox', relative);
+  await mkdir(path.dirname(file), { recursive: true });
+  await writeFile(file, content);
+  return file;
+}
+
+/** The finished imports under the pipeline's prefix, by file name. */
+async function finishedImports(p: Pipeline): Promise<Map<string, ImportStatus>> {
+  const imports = new Map<string, ImportStatus>();
+  for (const id of await p.runtime.store.listImportIds()) {
+    const status = await importStatus(p.runtime.store, id);
+    if (status?.finished) imports.set(status.file, status);
+  }
+  return imports;
+}
+
+async function results(status: ImportStatus | undefined): Promise<Array<Record<string, string>>> {
+  const text = await readFile(path.join(status?.resultsDir ?? '', 'results.csv'), 'utf8');
+  return z.array(z.record(z.string(), z.string())).parse(parse(text, { columns: true }));
+}
+
+const count = (text: string, message: string): number => text.split('\n').filter((line) => line.includes(`"msg":"${message}"`)).length;
+
+describe('the inbox watcher, on real Redis and the sandbox', () => {
+  it('takes files of each kind once complete, imports each once, and moves it to done/ when its results are written', async () => {
+    pipeline = await startPipeline();
+    await watch(pipeline, { cardRetentionMs: 60_000 });
+    await drop(pipeline, 'customers/customers.csv', await sample('customers.csv'));
+    await drop(pipeline, 'signups/signups.csv', await sample('signups.csv'));
+    // Directly in inbox/: the kind comes from the headers.
+    await drop(pipeline, 'cards.csv', await sample('cards.csv'));
+    // Still being written: never taken while it ends in .part.
+    const part = await drop(pipeline, 'customers/late.csv.part', 'FirstName,LastName,EmailAddress\nLate,Watcher,late1@example.com\n');
+
+    for (const name of ['customers.csv', 'signups.csv', 'cards.csv']) await fileAppears(folder(pipeline, 'done', name));
+    expect(existsSync(part)).toBe(true);
+    await appendFile(part, 'Later,Watcher,late2@example.com\n');
+    await rename(part, part.replace(/\.part$/, ''));
+    await fileAppears(folder(pipeline, 'done', 'late.csv'));
+
+    // Each settled exactly once: one file each in done/, nothing left behind, one import each.
+    expect(await filesIn(folder(pipeline, 'done'))).toEqual(['cards.csv', 'customers.csv', 'late.csv', 'signups.csv']);
+    for (const kind of ['customers', 'signups', 'cards']) {
+      expect(await filesIn(folder(pipeline, 'inbox', kind))).toEqual([]);
+      expect(await filesIn(folder(pipeline, 'processing', kind))).toEqual([]);
+    }
+    expect(await filesIn(folder(pipeline, 'failed'))).toEqual([]);
+    expect(await pipeline.runtime.store.listImportIds()).toHaveLength(4);
+    const logs = pipeline.logs();
+    expect(count(logs, 'inbox file taken')).toBe(4);
+    expect(count(logs, 'inbox file enqueued')).toBe(4);
+    expect(count(logs, 'inbox file settled')).toBe(4);
+
+    const imports = await finishedImports(pipeline);
+    expect([...imports.keys()].sort()).toEqual(['cards.csv', 'customers.csv', 'late.csv', 'signups.csv']);
+    expect(imports.get('cards.csv')?.kind).toBe('cards');
+    expect(imports.get('signups.csv')?.kind).toBe('signups');
+    const customers = pipeline.sandbox.store.customers();
+    const once = (email: string | undefined): number => customers.filter((c) => c.EmailAddress === email).length;
+    const customerRows = await results(imports.get('customers.csv'));
+    expect(customerRows.filter((r) => r._status === 'created').length).toBeGreaterThan(0);
+    for (const row of customerRows.filter((r) => r._status === 'created')) expect(once(row.EmailAddress)).toBe(1);
+    const signupRows = await results(imports.get('signups.csv'));
+    expect(signupRows.filter((r) => r._status === 'signed-up').length).toBeGreaterThan(0);
+    for (const row of signupRows.filter((r) => r._status === 'signed-up')) expect(once(row['Customer.EmailAddress'])).toBe(1);
+    expect((await results(imports.get('cards.csv'))).filter((r) => r._status === 'updated').length).toBeGreaterThan(0);
+    // The late file was read whole: both rows, each created once.
+    expect((await results(imports.get('late.csv'))).map((r) => r._status)).toEqual(['created', 'created']);
+    expect([once('late1@example.com'), once('late2@example.com')]).toEqual([1, 1]);
+  });
+
+  it('takes a file only once its size and mtime hold over two polls', async () => {
+    pipeline = await startPipeline();
+    // No timer passes in this test: each scan() is one poll.
+    const watcher = await watch(pipeline, { pollMs: 3_600_000 });
+    const growing = await drop(pipeline, 'customers/growing.csv', 'FirstName,LastName\nGrow,One\n');
+    await watcher.scan();
+    await appendFile(growing, 'Grow,Two\n');
+    await watcher.scan();
+    expect(existsSync(growing)).toBe(true);
+    await appendFile(growing, 'Grow,Three\n');
+    await watcher.scan();
+    expect(existsSync(growing)).toBe(true);
+    await watcher.scan();
+    expect(existsSync(growing)).toBe(false);
+    expect(await filesIn(folder(pipeline, 'processing', 'customers'))).toEqual(['growing.csv']);
+
+    await until(async () => {
+      await watcher.scan();
+      return existsSync(folder(pipeline!, 'done', 'growing.csv')) ? true : undefined;
+    }, 'growing.csv to be done');
+    const imports = await finishedImports(pipeline);
+    expect((await results(imports.get('growing.csv'))).map((r) => r.LastName)).toEqual(['One', 'Two', 'Three']);
+  });
+
+  it('resumes the files found in processing/ at start: an import already finished is not run again, a fresh one is imported', async () => {
+    pipeline = await startPipeline();
+    const finished = folder(pipeline, 'processing', 'customers', 'finished.csv');
+    const fresh = folder(pipeline, 'processing', 'customers', 'fresh.csv');
+    await mkdir(path.dirname(finished), { recursive: true });
+    await writeFile(finished, 'FirstName,LastName,EmailAddress\nResumed,Before,resumed.before@example.com\n');
+    await writeFile(fresh, 'FirstName,LastName,EmailAddress\nResumed,After,resumed.after@example.com\n');
+    // A watcher that crashed after the import of finished.csv settled, before moving it to done/.
+    const first = await importFile({ file: finished, inboxFolder: path.dirname(finished) }, { store: pipeline.runtime.store, queues: pipeline.runtime.queues, keyring: pipeline.runtime.keyring, logger: pipeline.runtime.logger });
+    await until(async () => ((await importStatus(pipeline!.runtime.store, first.importId))?.finished ? true : undefined), 'the first import to finish');
+
+    await watch(pipeline);
+    await fileAppears(folder(pipeline, 'done', 'finished.csv'));
+    await fileAppears(folder(pipeline, 'done', 'fresh.csv'));
+    expect(await filesIn(folder(pipeline, 'processing', 'customers'))).toEqual([]);
+    expect(await pipeline.runtime.store.listImportIds()).toHaveLength(2);
+    const customers = pipeline.sandbox.store.customers();
+    expect(customers.filter((c) => c.EmailAddress === 'resumed.before@example.com')).toHaveLength(1);
+    expect(customers.filter((c) => c.EmailAddress === 'resumed.after@example.com')).toHaveLength(1);
+    expect(count(pipeline.logs(), 'inbox file already imported (same bytes); waiting for its results')).toBe(1);
+  });
+
+  it('moves a rejected file to failed/ with <name>.error.txt saying why, never over an earlier one', async () => {
+    pipeline = await startPipeline();
+    await watch(pipeline);
+    await drop(pipeline, 'customers/bad.csv', 'FirstName,LastName,EmailAdress\nAda,Lovelace,ada@example.com\n');
+    await drop(pipeline, 'mystery.csv', 'Colour,Size\nred,42\n');
+    await fileAppears(folder(pipeline, 'failed', 'bad.csv.error.txt'));
+    await fileAppears(folder(pipeline, 'failed', 'mystery.csv.error.txt'));
+    expect(await readFile(folder(pipeline, 'failed', 'bad.csv.error.txt'), 'utf8')).toMatch(/bad\.csv was rejected[^]*"EmailAdress" \(did you mean "EmailAddress"\?\)[^]*Nothing of it was imported/);
+    expect(await readFile(folder(pipeline, 'failed', 'mystery.csv.error.txt'), 'utf8')).toContain('inbox/customers/');
+
+    // The same name again: kept beside the first, with a timestamp.
+    await drop(pipeline, 'customers/bad.csv', 'FirstName,LastName,Shoe Size\nAda,Lovelace,38\n');
+    const second = await until(async () => (await filesIn(folder(pipeline!, 'failed'))).find((name) => /^bad-\d{8}T\d{9}Z\.csv$/.test(name)), 'the second bad.csv in failed/');
+    expect(await readFile(folder(pipeline, 'failed', `${second}.error.txt`), 'utf8')).toContain('"Shoe Size"');
+    expect(await readFile(folder(pipeline, 'failed', 'bad.csv'), 'utf8')).toContain('EmailAdress');
+    expect(await filesIn(folder(pipeline, 'done'))).toEqual([]);
+    expect(await pipeline.runtime.store.listImportIds()).toEqual([]);
+  });
+
+  it('deletes processed files holding card data: at once by default, after the retention when one is given', async () => {
+    pipeline = await startPipeline();
+    const watcher = await watch(pipeline);
+    await drop(pipeline, 'signups/signups.csv', await sample('signups.csv'));
+    await drop(pipeline, 'customers/customers.csv', await sample('customers.csv'));
+    await fileAppears(folder(pipeline, 'done', 'customers.csv'));
+    await until(async () => ((await finishedImports(pipeline!)).has('signups.csv') && (await filesIn(folder(pipeline!, 'processing', 'signups'))).length === 0 ? true : undefined), 'signups.csv to settle');
+    expect(await filesIn(folder(pipeline, 'done'))).toEqual(['customers.csv']);
+    await watcher.close();
+
+    await watch(pipeline, { cardRetentionMs: 1_000 });
+    await drop(pipeline, 'cards/cards.csv', await sample('cards.csv'));
+    await fileAppears(folder(pipeline, 'done', 'cards.csv'));
+    await until(async () => (existsSync(folder(pipeline!, 'done', 'cards.csv')) ? undefined : true), 'cards.csv to be deleted after its retention');
+    expect(await filesIn(folder(pipeline, 'done'))).toEqual(['customers.csv']);
+  });
+});
