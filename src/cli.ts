@@ -16,6 +16,7 @@ import { register as registerImport } from './cli/import.js';
 import { register as registerRetry } from './cli/retry.js';
 import { register as registerSandbox } from './cli/sandbox.js';
 import { register as registerStatus } from './cli/status.js';
+import { register as registerWatch } from './cli/watch.js';
 import { register as registerWorker } from './cli/worker.js';
 
 /** After a command returns, anything still open gets this long before the process exits anyway. */
@@ -53,6 +54,7 @@ function buildProgram(): Command {
   registerDemo(program);
   registerImport(program);
   registerWorker(program);
+  registerWatch(program);
   registerStatus(program);
   registerRetry(program);
   registerSandbox(program);

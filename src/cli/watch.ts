@@ -1,0 +1,54 @@
+/**
+ * `subsync watch [--inbox DIR]`: takes files dropped into the inbox, imports
+ * each once, and moves it to done/ or failed/ (src/watch/inbox.ts) until
+ * SIGTERM/SIGINT. Rows are run by workers (`subsync worker`, or `subsync
+ * start`, which runs both).
+ */
+import type { Command } from 'commander';
+import { startWatcher, DEFAULT_POLL_MS, type Watcher } from '../watch/inbox.js';
+import type { Runtime } from '../runtime.js';
+import { withRuntime } from './context.js';
+import { parseNonEmpty, parseNonNegativeInt } from './options.js';
+import { waitForShutdownSignal } from './signals.js';
+
+/** The watcher's flags, shared by `watch` and `start`. */
+export interface WatchFlags {
+  inbox?: string;
+  cardRetention: number;
+  pollMs: number;
+}
+
+/** Declares the watcher's flags on `command` (`watch` and `start` take the same). */
+export function addWatchOptions(command: Command): Command {
+  return command
+    .option('--inbox <dir>', 'the inbox folder, with customers/, signups/ and cards/ inside (default: <SUBSYNC_DATA_DIR>/inbox)', parseNonEmpty)
+    .option('--card-retention <seconds>', 'how long a processed file holding card data (signups, cards) stays in done/ before it is deleted', parseNonNegativeInt, 0)
+    .option('--poll-ms <ms>', 'how often the inbox is read, in milliseconds', parsePollMs, DEFAULT_POLL_MS);
+}
+
+function parsePollMs(value: string): number {
+  return Math.max(10, parseNonNegativeInt(value));
+}
+
+/** Starts the watcher for `flags` on `runtime`, closed with the runtime (before its connections). */
+export async function startWatcherFor(runtime: Runtime, flags: WatchFlags): Promise<Watcher> {
+  const watcher = await startWatcher({ runtime, inbox: flags.inbox, pollMs: flags.pollMs, cardRetentionMs: flags.cardRetention * 1000 });
+  runtime.adopt(() => watcher.close());
+  return watcher;
+}
+
+export function register(program: Command): void {
+  addWatchOptions(program.command('watch').description('take CSV files dropped into the inbox and import each once, until SIGTERM/SIGINT')).action((flags: WatchFlags) =>
+    runWatch(flags),
+  );
+}
+
+export async function runWatch(flags: WatchFlags): Promise<void> {
+  const signal = waitForShutdownSignal();
+  await withRuntime(async (runtime) => {
+    const watcher = await startWatcherFor(runtime, flags);
+    process.stdout.write(`watching ${watcher.folders.inbox} (customers/, signups/, cards/, or the kind from the headers); SIGTERM or Ctrl-C stops it\n`);
+    const received = await signal;
+    runtime.logger.info({ signal: received }, 'watcher stopping');
+  });
+}
