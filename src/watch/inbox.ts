@@ -47,8 +47,8 @@ export const DEFAULT_RETRY_MS = 10_000;
 const CARD_KINDS: ReadonlySet<ImportKind> = new Set(['signups', 'cards']);
 
 export interface WatcherOptions {
-  /** The process's runtime: the import store and queues, the card keyring, the logger, `config.dataDir`. */
-  runtime: Pick<Runtime, 'config' | 'store' | 'queues' | 'keyring' | 'logger'>;
+  /** The process's runtime: the import store and queues, the card keyring, the import journal, the logger, `config.dataDir`. */
+  runtime: Pick<Runtime, 'config' | 'store' | 'queues' | 'keyring' | 'journal' | 'logger'>;
   /** The inbox folder. Default `<dataDir>/inbox`; processing/, done/ and failed/ stay under the data dir. */
   inbox?: string;
   /** Milliseconds between two readings of the folders. Default {@link DEFAULT_POLL_MS}. */
@@ -82,7 +82,7 @@ type Stamp = Pick<FolderFile, 'size' | 'mtimeMs'>;
  * processing/), and polls until closed.
  */
 export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
-  const { store, queues, keyring, config } = options.runtime;
+  const { store, queues, keyring, journal, config } = options.runtime;
   const log = options.runtime.logger.child({ component: 'watch' });
   const folders = watchFolders(config.dataDir, options.inbox);
   const pollMs = options.pollMs ?? DEFAULT_POLL_MS;
@@ -162,7 +162,8 @@ export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
     } else if (entry.state === 'waiting') {
       const status = await importStatus(store, entry.importId);
       if (status === undefined) {
-        // The import's record is gone from Redis (flushed?): import the file again.
+        // Redis lost the import (flushed, or restarted without persistence): import the
+        // file again; the journal makes its creates read back first.
         log.warn({ file: file.path, importId: entry.importId }, 'import record missing from Redis; importing the file again');
         startImport(file);
       } else if (status.finished) {
@@ -192,7 +193,8 @@ export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
     try {
       const result = await importFile(
         { file: file.path, inboxFolder: path.dirname(file.path) },
-        { store, queues, keyring, logger: options.runtime.logger, onImportId: (id) => (importId = id) },
+        // The journal makes a file imported again after Redis lost its import read back before creating.
+        { store, queues, keyring, journal, logger: options.runtime.logger, onImportId: (id) => (importId = id) },
       );
       if (result.outcome === 'enqueued' || result.outcome === 'already-imported') {
         const message = result.outcome === 'enqueued' ? 'inbox file enqueued' : 'inbox file already imported (same bytes); waiting for its results';
