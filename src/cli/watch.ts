@@ -4,7 +4,7 @@
  * SIGTERM/SIGINT. Rows are run by workers (`subsync worker`, or `subsync
  * start`, which runs both).
  */
-import type { Command } from 'commander';
+import { InvalidArgumentError, type Command } from 'commander';
 import { startWatcher, DEFAULT_POLL_MS, type Watcher } from '../watch/inbox.js';
 import type { Runtime } from '../runtime.js';
 import { withRuntime } from './context.js';
@@ -26,8 +26,11 @@ export function addWatchOptions(command: Command): Command {
     .option('--poll-ms <ms>', 'how often the inbox is read, in milliseconds', parsePollMs, DEFAULT_POLL_MS);
 }
 
+/** Below 10 ms the folders would be read in a busy loop. */
 function parsePollMs(value: string): number {
-  return Math.max(10, parseNonNegativeInt(value));
+  const ms = parseNonNegativeInt(value);
+  if (ms < 10) throw new InvalidArgumentError('expected a whole number of milliseconds, 10 or more');
+  return ms;
 }
 
 /** Starts the watcher for `flags` on `runtime`, closed with the runtime (before its connections). */
