@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // The fault test runs on its own (`npm run test:chaos`, also run by .ci/run).
+    exclude: ['test/chaos/**', 'node_modules/**'],
     environment: 'node',
     // Tests use real Redis and real HTTP servers: generous, but bounded.
     testTimeout: 30_000,

@@ -1,0 +1,216 @@
+/**
+ * The fault test (issue: exactly once under faults). Three `subsync worker`
+ * processes import 2,000 sign-ups and 2,000 customers against the sandbox
+ * with 5% 5xx before applying, 2% 5xx after applying, 3% commit-then-drop and
+ * a rate limit, while one worker is SIGKILLed every few seconds and replaced.
+ * Then: every row has exactly one outcome, the sandbox holds exactly one
+ * customer per valid row, needs-review rows list candidates, and no card
+ * number or CVC from the input is in Redis (an RDB dump and a logical scan),
+ * the logs, or any file subsync wrote. One line of figures is printed.
+ */
+import { execFile } from 'node:child_process';
+import { randomBytes, randomInt } from 'node:crypto';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { Writable } from 'node:stream';
+import { parse } from 'csv-parse/sync';
+import { afterAll, expect, it } from 'vitest';
+import { z } from 'zod';
+import { loadConfig, type Config } from '../../src/config.js';
+import { importFile } from '../../src/import/producer.js';
+import { importStatus, type ImportStatus } from '../../src/import/status.js';
+import { createLogger } from '../../src/log.js';
+import { openRuntime, type Runtime } from '../../src/runtime.js';
+import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
+import { killAll, subsync, waitForOutput, type Run } from '../support/cli.js';
+import { redisText, until } from '../support/pipeline.js';
+import { startOwnRedis, type OwnRedis } from '../support/redisServer.js';
+
+const ROWS = 2_000;
+const INVALID = 10;
+const WORKERS = 3;
+const KILL_EVERY_MS = 2_500;
+const MAX_KILLS = 12;
+
+const cleanups: Array<() => Promise<void>> = [];
+afterAll(async () => {
+  await killAll();
+  for (const cleanup of cleanups.reverse()) await cleanup();
+});
+
+/** A random 16-digit number passing Luhn. */
+function cardNumber(): string {
+  const body = `4${Array.from({ length: 14 }, () => randomInt(10)).join('')}`;
+  let sum = 0;
+  for (let i = 0; i < body.length; i++) {
+    let d = Number(body[body.length - 1 - i]);
+    if (i % 2 === 0) {
+      d *= 2;
+      if (d > 9) d -= 9;
+    }
+    sum += d;
+  }
+  return `${body}${(10 - (sum % 10)) % 10}`;
+}
+
+it('every row settles exactly once under faults and worker kills, and card data stays out of everything written', async () => {
+  const tag = randomBytes(3).toString('hex');
+  const redis: OwnRedis = await startOwnRedis(['--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction', '--rdbcompression', 'no']);
+  cleanups.push(() => redis.stop());
+  const sandbox: Sandbox = await startSandbox({
+    port: 0,
+    seed: false,
+    faults: { errorRate: 0.05, errorAfterApplyRate: 0.02, dropAfterCommitRate: 0.03, rateLimit: 400 },
+  });
+  cleanups.push(() => sandbox.close());
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'subsync-chaos-'));
+  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
+  const cardKeyHex = randomBytes(32).toString('hex');
+
+  // The input: unique names, distinct card numbers and CVCs, a few invalid rows in each file.
+  const secrets = new Set<string>();
+  const cvcs = new Set<string>();
+  const customers = ['FirstName,LastName,EmailAddress,City'];
+  const signups = [
+    'Customer.FirstName,Customer.LastName,Customer.EmailAddress,CreditCardInfo.AccountNumber,CreditCardInfo.CVCode,CreditCardInfo.ExpirationDate,Subscription.OfferCode',
+  ];
+  for (let i = 1; i <= ROWS + INVALID; i++) {
+    const bad = i > ROWS;
+    customers.push(`Cu${i},Kc${i}z${tag},${bad ? 'not-an-email' : `cu${i}@example.com`},"Lyon, FR"`);
+    const card = cardNumber();
+    // 7000-9999: no row number, expiry, id or count of this test looks like one.
+    const cvc = String(randomInt(7000, 10_000));
+    secrets.add(card);
+    cvcs.add(cvc);
+    signups.push(`Su${i},Ks${i}z${tag},su${i}@example.com,${bad ? `${card.slice(0, -1)}${(Number(card.at(-1)) + 1) % 10}` : card},${cvc},1230,STREAM-PLUS`);
+  }
+  const customersFile = path.join(dataDir, 'chaos-customers.csv');
+  const signupsFile = path.join(dataDir, 'chaos-signups.csv');
+  await writeFile(customersFile, `${customers.join('\n')}\n`);
+  await writeFile(signupsFile, `${signups.join('\n')}\n`);
+
+  const env: NodeJS.ProcessEnv = {
+    REDIS_URL: redis.url,
+    SUBSYNC_QUEUE_PREFIX: 'chaos',
+    SUBSYNC_API_URL: sandbox.url,
+    SUBSYNC_DATA_DIR: dataDir,
+    SUBSYNC_CARD_KEY: cardKeyHex,
+    SUBSYNC_CONCURRENCY: '16',
+    // A short lock, so a killed worker's rows are taken over within seconds.
+    SUBSYNC_JOB_LOCK_MS: '6000',
+    SUBSYNC_HTTP_TIMEOUT_MS: '2000',
+    SUBSYNC_LOG_LEVEL: 'info',
+  };
+  const config: Config = { ...loadConfig(env), logLevel: 'info' };
+  let producerLog = '';
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      producerLog += chunk.toString('utf8');
+      done();
+    },
+  });
+  const runtime: Runtime = await openRuntime(config, createLogger({ level: 'info', destination: sink }));
+  cleanups.push(() => runtime.close());
+
+  // Three workers, every log line kept for the card scan.
+  const allWorkers: Run[] = [];
+  const live: Run[] = [];
+  const spawnWorker = async (): Promise<void> => {
+    const worker = subsync(['worker'], env);
+    allWorkers.push(worker);
+    live.push(worker);
+    await waitForOutput(worker, /worker running/);
+  };
+  await Promise.all(Array.from({ length: WORKERS }, spawnWorker));
+
+  const deps = { store: runtime.store, queues: runtime.queues, keyring: runtime.keyring, logger: runtime.logger, journal: runtime.journal };
+  const [customersImport, signupsImport] = await Promise.all([importFile({ file: customersFile }, deps), importFile({ file: signupsFile }, deps)]);
+  const ids = [customersImport.importId, signupsImport.importId];
+
+  // Kill one worker every few seconds and start a replacement, while rows are in flight.
+  let kills = 0;
+  const finished = async (): Promise<ImportStatus[] | undefined> => {
+    const statuses = await Promise.all(ids.map((id) => importStatus(runtime.store, id)));
+    return statuses.every((s) => s?.finished) ? (statuses as ImportStatus[]) : undefined;
+  };
+  while (kills < MAX_KILLS && !(await finished())) {
+    await new Promise((resolve) => setTimeout(resolve, KILL_EVERY_MS));
+    const settled = (await Promise.all(ids.map((id) => runtime.store.counts(id)))).reduce((n, c) => n + c.settled, 0);
+    if (settled >= 2 * (ROWS + INVALID)) break;
+    const victim = live.splice(randomInt(live.length), 1)[0];
+    victim?.child.kill('SIGKILL');
+    kills++;
+    await spawnWorker();
+  }
+  const statuses = await until(finished, 'both imports to settle', 150_000, 200);
+
+  // Every row has exactly one outcome.
+  const results = await Promise.all(
+    statuses.map(async (s) =>
+      z.array(z.record(z.string(), z.string())).parse(parse(await readFile(path.join(s.resultsDir ?? '', 'results.csv'), 'utf8'), { columns: true })),
+    ),
+  );
+  for (const rows of results) expect(rows.map((r) => Number(r._row))).toEqual(Array.from({ length: ROWS + INVALID }, (_, i) => i + 1));
+
+  // The sandbox holds exactly one customer per valid row.
+  const held = new Map<string, number>();
+  for (const c of sandbox.store.customers()) held.set(`${c.FirstName}|${c.LastName}`, (held.get(`${c.FirstName}|${c.LastName}`) ?? 0) + 1);
+  let duplicates = 0;
+  let missing = 0;
+  for (let i = 1; i <= ROWS; i++) {
+    for (const key of [`Cu${i}|Kc${i}z${tag}`, `Su${i}|Ks${i}z${tag}`]) {
+      const n = held.get(key) ?? 0;
+      if (n === 0) missing++;
+      if (n > 1) duplicates += n - 1;
+    }
+  }
+  const invalidHeld = [...held.keys()].filter((k) => Number(/^\D+(\d+)\|/.exec(k)?.[1]) > ROWS).length;
+
+  const all = results.flat();
+  const reviewRows = all.filter((r) => r._status === 'needs-review');
+  const reconciled = all.filter((r) => r._status === 'reconciled').length;
+
+  // Card data: an RDB dump, a logical scan of every key, the logs, every file written.
+  const rdb = path.join(dataDir, 'dump-for-scan.rdb');
+  await promisify(execFile)('redis-cli', ['-p', String(redis.port), '--rdb', rdb]);
+  const rdbText = (await readFile(rdb)).toString('latin1');
+  await rm(rdb);
+  const written: string[] = [];
+  const walk = async (dir: string): Promise<void> => {
+    for (const entry of await readdir(dir, { withFileTypes: true })) {
+      const full = path.join(dir, entry.name);
+      if (entry.isDirectory()) await walk(full);
+      else if (full !== customersFile && full !== signupsFile) written.push(await readFile(full, 'utf8'));
+    }
+  };
+  await walk(dataDir);
+  const texts = [rdbText, await redisText(runtime.redis, 'chaos'), producerLog, ...allWorkers.map((w) => w.stderr() + w.stdout()), ...written];
+  const hitsIn = (text: string): number => {
+    let hits = 0;
+    for (const run of text.match(/\d{16}/g) ?? []) if (secrets.has(run)) hits++;
+    for (const cvc of cvcs) for (const shape of [`"${cvc}"`, `,${cvc},`, `,${cvc}\n`]) if (text.includes(shape)) hits++;
+    return hits;
+  };
+  // The scan finds what it looks for: every card number and CVC is in the input file itself.
+  expect(hitsIn(await readFile(signupsFile, 'utf8'))).toBeGreaterThanOrEqual(2 * ROWS);
+  const cardHits = texts.reduce((sum, text) => sum + hitsIn(text), 0);
+
+  const stats = sandbox.stats();
+  console.log(
+    `chaos: rows ${all.length}, kills ${kills}, faults 5xx-before ${stats.faults.error5xx} 5xx-after ${stats.faults.error5xxAfterApply} ` +
+      `dropped ${stats.faults.droppedAfterCommit} 429 ${stats.faults.rateLimited}, reconciled ${reconciled}, needs-review ${reviewRows.length}, ` +
+      `duplicates ${duplicates}, missing ${missing}, card-data hits ${cardHits}`,
+  );
+
+  expect(kills).toBeGreaterThan(0);
+  expect(stats.faults.error5xx * stats.faults.error5xxAfterApply * stats.faults.droppedAfterCommit * stats.faults.rateLimited).toBeGreaterThan(0);
+  expect(duplicates).toBe(0);
+  expect(missing).toBe(0);
+  expect(invalidHeld).toBe(0);
+  for (const row of reviewRows) expect(row._error, `row ${row._row}`).toMatch(/candidates: \d+/);
+  expect(reviewRows.length).toBeLessThan(0.005 * all.length);
+  expect(cardHits).toBe(0);
+  for (const s of statuses) expect(s.counts.invalid).toBe(INVALID);
+});
