@@ -8,6 +8,7 @@ import { importStatus, type ImportStatus } from '../../src/import/status.js';
 import { SEED_PAYMENT_METHOD_KEYS } from '../../src/sandbox/seed.js';
 import { redisText, startPipeline, until, type Pipeline } from '../support/pipeline.js';
 import { startWorkers } from '../../src/runtime.js';
+import { rowJobId } from '../../src/queue/queues.js';
 
 let pipeline: Pipeline | undefined;
 afterEach(async () => {
@@ -116,6 +117,10 @@ describe('import pipeline, end to end on real Redis and the sandbox', () => {
     startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 2 });
     await until(async () => ((await importStatus(pipeline!.runtime.store, importId))?.finished ? true : undefined), 'the import to finish');
     const settled = await redisText(pipeline.runtime.redis, pipeline.prefix);
+    // The refused row's job is kept for the dashboard, without its card data now the import settled.
+    const kept = await pipeline.runtime.queues.rows.getJob(rowJobId(importId, 2));
+    expect(kept?.data).toEqual({ importId, row: 2 });
+    expect(settled).not.toMatch(/v1\.k1\./);
     for (const text of [queued, settled, pipeline.logs()]) {
       for (const secret of ['5555555555554444', '378282246310005', '"8642"', '"9753"', ',8642', ',9753']) expect(text).not.toContain(secret);
     }
