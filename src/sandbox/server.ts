@@ -38,6 +38,22 @@ export interface SandboxOptions {
   random?: () => number;
 }
 
+/** A /json request as the test hook of {@link Sandbox.intercept} sees it. */
+export interface SandboxRequest {
+  endpoint: Endpoint;
+  method: string;
+  query: URLSearchParams;
+}
+
+/**
+ * Called with every /json request that reached a route, after faults and
+ * just before it is handled. It may change the store (a customer created in
+ * the middle of an export) or throw a SandboxRefusal to refuse the request
+ * (a service that refuses an empty search); anything it records is the test's
+ * own request log.
+ */
+export type SandboxInterceptor = (request: SandboxRequest) => void;
+
 export interface Sandbox {
   readonly url: string;
   readonly port: number;
@@ -46,6 +62,8 @@ export interface Sandbox {
   setFaults(faults: Partial<SandboxFaults>): void;
   stats(): SandboxStats;
   resetStats(): void;
+  /** Installs (or, with undefined, removes) the test hook of {@link SandboxInterceptor}. */
+  intercept(hook: SandboxInterceptor | undefined): void;
   close(): Promise<void>;
 }
 
@@ -69,6 +87,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
   const limiter = new SlidingWindowLimiter();
   const random = options.random ?? Math.random;
   const log = options.logger;
+  let interceptor: SandboxInterceptor | undefined;
 
   const routes = buildRoutes(store);
 
@@ -109,6 +128,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
 
     let result: Record<string, unknown>;
     try {
+      interceptor?.({ endpoint: route.endpoint, method: req.method ?? 'GET', query: url.searchParams });
       result = route.handle({ params, query: url.searchParams, body });
     } catch (error) {
       if (error instanceof SandboxRefusal) return answer(res, error.status, { Message: error.message });
@@ -191,6 +211,9 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     stats: () => structuredClone(stats),
     resetStats() {
       stats = emptyStats();
+    },
+    intercept(hook) {
+      interceptor = hook;
     },
     close: () =>
       new Promise<void>((resolve, reject) => {
