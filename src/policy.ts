@@ -90,3 +90,30 @@ export const DEFAULT_CONCURRENCY = 16;
 
 /** Search page size of the interface's maximum. */
 export const SEARCH_PAGE_SIZE = 100;
+
+/** Export defaults (DESIGN section 5). */
+export const EXPORT_DEFAULTS = {
+  /** Search pages in flight at once per export; every one draws from the fleet-wide API budget. */
+  concurrency: 8,
+  /**
+   * Read rounds per search listing: the first pass, then re-reads of the
+   * affected range while TotalItemCount keeps moving. Past this the file is
+   * written with what holds together and its manifest says it is not complete.
+   */
+  maxRounds: 5,
+  /** Attempts per page for transient failures (network, timeout, 5xx) within one run of the job; 429s wait and do not count. */
+  pageAttempts: 6,
+  /** Runs of the export job (BullMQ attempts); each run resumes from the pages already finished. */
+  jobAttempts: 3,
+  /** Delay before the export job's second run; doubled for each run after. */
+  jobBackoffMs: 5_000,
+  /** How long an export's record (progress, outcome) stays in Redis for `status` and the dashboard. */
+  recordTtlSeconds: 30 * 24 * 3600,
+  /** Export records listed in `<prefix>:exports`; older entries are dropped from the list. */
+  recordsListed: 200,
+  /**
+   * Searched one by one when the service refuses an empty `contains`: a
+   * customer appears under every character of its names, and is kept once.
+   */
+  partitionAlphabet: 'abcdefghijklmnopqrstuvwxyz0123456789',
+} as const;

@@ -2,6 +2,7 @@ import { Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { ApiClient } from '../api/client.js';
+import { EXPORT_JOB, runExportJob } from '../export/job.js';
 import { forgetCardData } from '../import/cardData.js';
 import { finalizeImport } from '../import/finalize.js';
 import type { ImportStore } from '../store/importStore.js';
@@ -32,6 +33,7 @@ const finalize: ControlHandler = async (job, deps) => {
 /** File-level work of the control queue, by job name. */
 export const CONTROL_HANDLERS: Readonly<Record<string, ControlHandler>> = {
   [FINALIZE_JOB]: finalize,
+  [EXPORT_JOB]: runExportJob,
 };
 
 /** Runs file-level jobs: writing an import's results once it settles, exports. */

@@ -251,12 +251,12 @@ function drained(stream: Writable): Promise<void> {
 }
 
 /** `.<name>.<random>.tmp` beside the target: same file system, so the rename is atomic; hidden from `ls`. */
-function tempPathFor(target: string): string {
+export function tempPathFor(target: string): string {
   return path.join(path.dirname(target), `.${path.basename(target)}.${randomBytes(6).toString('hex')}.tmp`);
 }
 
 /** Makes the renames durable across a power cut, where the platform allows fsync on a directory. */
-async function syncDirectory(dir: string): Promise<void> {
+export async function syncDirectory(dir: string): Promise<void> {
   let handle: FileHandle | undefined;
   try {
     handle = await open(dir, 'r');

@@ -1,0 +1,32 @@
+/**
+ * The export's own errors, each with a stable code; the CLI maps them to exit
+ * codes in src/cli/exitCodes.ts.
+ */
+
+/** `export --wait`: the export job failed for good (its runs are used up, or the failure is permanent). */
+export class ExportFailedError extends Error {
+  readonly code = 'EXPORT_FAILED';
+  constructor(
+    readonly exportId: string,
+    reason: string,
+  ) {
+    super(`export ${exportId} failed: ${reason}`);
+    this.name = 'ExportFailedError';
+  }
+}
+
+/**
+ * `export --wait`: the file was written, but the service kept changing and it
+ * is not proven complete (its manifest says why): exit 3, like an import with
+ * rows that did not succeed.
+ */
+export class ExportIncompleteError extends Error {
+  readonly code = 'EXPORT_INCOMPLETE';
+  constructor(
+    readonly exportId: string,
+    readonly manifest: string,
+  ) {
+    super(`export ${exportId} is not proven complete: see the warnings in ${manifest}`);
+    this.name = 'ExportIncompleteError';
+  }
+}

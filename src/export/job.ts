@@ -1,0 +1,255 @@
+/**
+ * The export control job (DESIGN section 5): pages every customer (pager.ts),
+ * assembles the spooled pages in page order into one de-duplicated file
+ * (writer.ts), writes its manifest, prunes past `--keep`, and cleans up. A run
+ * that is killed or fails is resumed by the job's next run from the pages
+ * already finished (state.ts, spool.ts).
+ */
+import { mkdir } from 'node:fs/promises';
+import { UnrecoverableError, type Job, type Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { randomBytes } from 'node:crypto';
+import type { ApiClient } from '../api/client.js';
+import { ApiError } from '../api/errors.js';
+import { CUSTOMER_FIELDS, type Customer } from '../api/schemas/index.js';
+import { EXPORT_DEFAULTS, SEARCH_PAGE_SIZE } from '../policy.js';
+import { createBudget } from '../queue/budget.js';
+import { DEFAULT_BACKOFF, FAILED_RETENTION_SECONDS } from '../queue/queues.js';
+import { storeKeys } from '../store/keys.js';
+import { formatPages, readEverything, type PagerOptions, type PagingOutcome } from './pager.js';
+import { EXPORT_JOB, ExportRequestSchema, exportIdOf, exportsDirOf, fileStamp, type ExportRequest } from './request.js';
+import { openSpool, spoolDirOf, type Spool } from './spool.js';
+import { createExportStore, type ExportRecord, type ExportStore } from './state.js';
+import { chooseBase, exportFileName, pruneExports, writeExportFile, writeManifest, type ExportManifest } from './writer.js';
+
+export { EXPORT_JOB };
+
+/** What the export job uses; a control worker's ControlDeps has all of it. */
+export interface ExportDeps {
+  connection: Redis;
+  prefix: string;
+  /** The process's API client, drawing from the fleet-wide budget. */
+  api: ApiClient;
+  dataDir: string;
+  logger: Logger;
+}
+
+/** The job's return value, kept by BullMQ as its result. */
+export interface ExportResult {
+  exportId: string;
+  file: string;
+  manifest: string;
+  count: number;
+  complete: boolean;
+}
+
+/** Progress as `job.updateProgress` carries it (the record in Redis has the same counters). */
+export interface ExportProgress {
+  pagesDone: number;
+  pagesPlanned: number;
+  rows: number;
+}
+
+/** How often a running export refreshes its job's progress. */
+const PROGRESS_EVERY_MS = 500;
+
+/** BullMQ options of an export job, whether enqueued now or by the schedule. */
+export const EXPORT_JOB_OPTIONS = {
+  attempts: EXPORT_DEFAULTS.jobAttempts,
+  backoff: { type: 'exponential', delay: EXPORT_DEFAULTS.jobBackoffMs },
+  removeOnComplete: { age: FAILED_RETENTION_SECONDS },
+  removeOnFail: { age: FAILED_RETENTION_SECONDS },
+} as const;
+
+/** Queues one export now; returns its id (the id `--wait`, the record and the dashboard use). */
+export async function enqueueExport(control: Queue, request: ExportRequest, now = Date.now()): Promise<string> {
+  const jobId = `export-${fileStamp(now)}-${randomBytes(3).toString('hex')}`;
+  await control.add(EXPORT_JOB, ExportRequestSchema.parse(request), { ...EXPORT_JOB_OPTIONS, jobId });
+  return exportIdOf(jobId);
+}
+
+/** The control handler of EXPORT_JOB. */
+export async function runExportJob(job: Job, deps: ExportDeps, pager: Partial<PagerOptions> = {}): Promise<ExportResult> {
+  const parsed = ExportRequestSchema.safeParse(job.data);
+  if (!parsed.success || job.id === undefined) throw new UnrecoverableError(`export job ${job.id ?? '?'} has unreadable data`);
+  const exportId = exportIdOf(job.id);
+  const store = createExportStore(deps.connection, deps.prefix);
+  let lastProgress = 0;
+  const onPage = (): void => {
+    const now = Date.now();
+    if (now - lastProgress < PROGRESS_EVERY_MS) return;
+    lastProgress = now;
+    void store
+      .get(exportId)
+      .then((r) => r && job.updateProgress({ pagesDone: r.pagesDone, pagesPlanned: r.pagesPlanned, rows: r.rows } satisfies ExportProgress))
+      .catch(() => undefined);
+  };
+  try {
+    return await runExport({ exportId, jobId: job.id, request: parsed.data, store, deps, pager, onPage });
+  } catch (error) {
+    const permanent = error instanceof UnrecoverableError || (error instanceof ApiError && !error.transient);
+    const final = permanent || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+    await store.update(exportId, { status: final ? 'failed' : 'retrying', error: describe(error) }).catch(() => undefined);
+    deps.logger.error({ exportId, err: error, final }, 'export run failed');
+    // A refusal will not change on the next run; anything else may (the next run resumes).
+    if (permanent && !(error instanceof UnrecoverableError)) throw new UnrecoverableError(describe(error));
+    throw error;
+  }
+}
+
+/** One run of an export, from wherever its record stands. Exposed for tests: it needs no BullMQ job. */
+export async function runExport(input: {
+  exportId: string;
+  jobId: string;
+  request: ExportRequest;
+  store: ExportStore;
+  deps: ExportDeps;
+  pager?: Partial<PagerOptions>;
+  onPage?: () => void;
+}): Promise<ExportResult> {
+  const { exportId, request, store, deps } = input;
+  const log = deps.logger.child({ exportId });
+  const outDir = request.outDir ?? exportsDirOf(deps.dataDir);
+  let record = await store.get(exportId);
+  if (!record) {
+    const startedAt = Date.now();
+    await mkdir(outDir, { recursive: true });
+    const base = await chooseBase(outDir, fileStamp(startedAt), exportId);
+    record = await store.open({ id: exportId, jobId: input.jobId, format: request.format, gzip: request.gzip, outDir, keep: request.keep, base, startedAt });
+  }
+  if (record.status === 'done' && record.file && record.manifest) {
+    return { exportId, file: record.file, manifest: record.manifest, count: record.count ?? 0, complete: record.complete ?? false };
+  }
+  await store.update(exportId, { status: 'running', resumedPages: record.pagesDone, runs: record.runs + 1 });
+  log.info({ resumedPages: record.pagesDone, run: record.runs + 1 }, record.pagesDone > 0 ? 'export resumed' : 'export started');
+
+  const spool = openSpool(spoolDirOf(exportsDirOf(deps.dataDir), exportId));
+  const paging = await readEverything({
+    exportId,
+    api: deps.api,
+    budget: createBudget(deps.connection, storeKeys(deps.prefix), { rate: undefined }),
+    store,
+    spool,
+    logger: log,
+    options: {
+      pageSize: SEARCH_PAGE_SIZE,
+      concurrency: EXPORT_DEFAULTS.concurrency,
+      maxRounds: EXPORT_DEFAULTS.maxRounds,
+      pageAttempts: EXPORT_DEFAULTS.pageAttempts,
+      backoff: DEFAULT_BACKOFF,
+      ...input.pager,
+    },
+    onPage: input.onPage,
+  });
+
+  await store.update(exportId, { phase: 'writing' });
+  const assembled = assemble(paging, spool);
+  const written = await writeExportFile({ dir: outDir, name: exportFileName(record.base, record.format, record.gzip), format: record.format, gzip: record.gzip, records: assembled.records });
+
+  const full = paging.mode === 'full' ? paging.listings[0] : undefined;
+  let complete = paging.listings.every((l) => l.state.complete);
+  if (full && written.count !== full.state.latest) {
+    complete = false;
+    await store.warn(exportId, 'count', `${written.count} customers written, but TotalItemCount was ${full.state.latest ?? '?'} at the end`);
+  }
+  const pruned = record.keep === undefined ? [] : await pruneExports(outDir, record.keep, record.base);
+
+  const finishedAt = Date.now();
+  const counters = (await store.get(exportId)) ?? record;
+  const manifest = manifestOf({ record: counters, paging, written, complete, pruned, finishedAt, duplicates: assembled.duplicates(), warnings: await store.warnings(exportId) });
+  const manifestPath = await writeManifest(outDir, record.base, manifest);
+  await store.finish(exportId, { file: written.path, manifest: manifestPath, count: written.count, complete, finishedAt });
+  await spool.remove();
+  log.info({ file: written.path, count: written.count, complete, durationMs: manifest.durationMs }, 'export written');
+  return { exportId, file: written.path, manifest: manifestPath, count: written.count, complete };
+}
+
+/**
+ * The customers of every listing in page order, each CustomerID once. Only
+ * one page is in memory at a time, plus the set of CustomerIDs written.
+ */
+function assemble(paging: PagingOutcome, spool: Spool): { records: AsyncIterable<Customer>; duplicates: () => number } {
+  let duplicates = 0;
+  async function* records(): AsyncGenerator<Customer> {
+    const seen = new Set<string>();
+    for (const { listing, pages } of paging.listings) {
+      for (const page of pages) {
+        for (const customer of await spool.read(listing, page)) {
+          if (seen.has(customer.CustomerID)) {
+            duplicates++;
+            continue;
+          }
+          seen.add(customer.CustomerID);
+          yield customer;
+        }
+      }
+    }
+  }
+  return { records: records(), duplicates: () => duplicates };
+}
+
+function manifestOf(input: {
+  record: ExportRecord;
+  paging: PagingOutcome;
+  written: { path: string; count: number; bytes: number; sha256: string };
+  complete: boolean;
+  pruned: string[];
+  finishedAt: number;
+  duplicates: number;
+  warnings: string[];
+}): ExportManifest {
+  const { record, paging, written } = input;
+  const listings = paging.listings;
+  const full = paging.mode === 'full' ? listings[0] : undefined;
+  const drifted = listings.filter((l) => l.state.round > 1 || !l.state.complete || l.state.reasons.length > 0);
+  const label = (contains: string): string => (paging.mode === 'full' ? '' : `search "${contains}": `);
+  const rereads = listings.reduce((n, l) => n + l.state.reread.length + (l.state.round - 1), 0);
+  return {
+    exportId: record.id,
+    file: exportFileName(record.base, record.format, record.gzip),
+    format: record.format,
+    gzip: record.gzip,
+    fields: CUSTOMER_FIELDS,
+    count: written.count,
+    totalItemCount: { atStart: full?.state.totalAtStart ?? null, atEnd: full?.state.latest ?? null },
+    complete: input.complete,
+    sha256: written.sha256,
+    bytes: written.bytes,
+    startedAt: new Date(record.startedAt).toISOString(),
+    finishedAt: new Date(input.finishedAt).toISOString(),
+    durationMs: input.finishedAt - record.startedAt,
+    pages: { read: record.pagesDone, reread: rereads, resumed: record.resumedPages },
+    requests: record.requests,
+    retries: record.retries,
+    rateLimited: record.rateLimited,
+    runs: record.runs,
+    mode: paging.mode,
+    ...(paging.mode === 'partitioned'
+      ? {
+          partitions: listings.map((l) => ({
+            contains: l.state.contains,
+            totalAtStart: l.state.totalAtStart ?? null,
+            totalAtEnd: l.state.latest ?? null,
+            complete: l.state.complete,
+          })),
+        }
+      : {}),
+    drift:
+      drifted.length === 0
+        ? null
+        : {
+            rounds: Math.max(...drifted.map((l) => l.state.round)),
+            reread: drifted.map((l) => `${label(l.state.contains)}${formatPages(l.state.reread) || 'none'}`).join('; '),
+            reasons: drifted.flatMap((l) => l.state.reasons.map((reason) => `${label(l.state.contains)}${reason}`)),
+          },
+    duplicatesDropped: input.duplicates,
+    pruned: input.pruned,
+    warnings: input.warnings,
+  };
+}
+
+function describe(error: unknown): string {
+  if (error instanceof ApiError) return error.apiMessage ? `${error.apiMessage} (${error.code}${error.status ? ` ${error.status}` : ''})` : error.message;
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,107 @@
+import { describe, expect, it } from 'vitest';
+import { compareIds, evaluateListing, formatPages } from '../../src/export/pager.js';
+import type { PageMeta } from '../../src/export/state.js';
+
+/** Pages of `size` consecutive ids from `firstId`, each read when TotalItemCount was `t`. */
+function pages(spec: Array<{ index: number; ids: number[]; t: number }>): Map<number, PageMeta> {
+  return new Map(spec.map(({ index, ids, t }, s) => [index, { n: ids.length, t, r: 1, s, ids: ids.map(String) }]));
+}
+const ids = (from: number, count: number): number[] => Array.from({ length: count }, (_, i) => from + i);
+
+describe('evaluateListing', () => {
+  it('accepts pages that add up to a count that held still', () => {
+    const p = pages([
+      { index: 0, ids: ids(1, 10), t: 25 },
+      { index: 1, ids: ids(11, 10), t: 25 },
+      { index: 2, ids: ids(21, 5), t: 25 },
+    ]);
+    expect(evaluateListing(p, 25, 25, 10)).toEqual({ consistent: true });
+  });
+
+  it('accepts an empty listing', () => {
+    expect(evaluateListing(pages([{ index: 0, ids: [], t: 0 }]), 0, 0, 10)).toEqual({ consistent: true });
+  });
+
+  it('re-reads only the short and missing tail when customers were added at the end', () => {
+    // Started at 25; 12 were added while paging; page 2 was read before that.
+    const p = pages([
+      { index: 0, ids: ids(1, 10), t: 25 },
+      { index: 1, ids: ids(11, 10), t: 37 },
+      { index: 2, ids: ids(21, 5), t: 25 },
+      { index: 3, ids: ids(31, 7), t: 37 },
+    ]);
+    const verdict = evaluateListing(p, 37, 25, 10);
+    expect(verdict).toMatchObject({ consistent: false, reread: [2] });
+    if (!verdict.consistent) expect(verdict.reason).toContain('grew from 25 to 37');
+  });
+
+  it('once the tail is read again, older full pages still count', () => {
+    const p = pages([
+      { index: 0, ids: ids(1, 10), t: 25 },
+      { index: 1, ids: ids(11, 10), t: 25 },
+      { index: 2, ids: ids(21, 10), t: 37 },
+      { index: 3, ids: ids(31, 7), t: 37 },
+    ]);
+    expect(evaluateListing(p, 37, 25, 10)).toEqual({ consistent: true, note: expect.stringContaining('grew from 25 to 37') });
+  });
+
+  it('reads every page again when a CustomerID came back twice (an insertion in the middle shifted the pages)', () => {
+    const p = pages([
+      { index: 0, ids: ids(1, 10), t: 26 },
+      { index: 1, ids: ids(10, 10), t: 26 },
+      { index: 2, ids: ids(20, 6), t: 26 },
+    ]);
+    const verdict = evaluateListing(p, 26, 25, 10);
+    expect(verdict).toMatchObject({ consistent: false, reread: [0, 1, 2] });
+    if (!verdict.consistent) expect(verdict.reason).toContain('came back on two pages');
+  });
+
+  it('reads every page again when the count fell (a removal shifts every later page)', () => {
+    const p = pages([
+      { index: 0, ids: ids(1, 10), t: 25 },
+      { index: 1, ids: ids(12, 10), t: 24 },
+      { index: 2, ids: ids(22, 4), t: 24 },
+    ]);
+    const verdict = evaluateListing(p, 24, 25, 10);
+    expect(verdict).toMatchObject({ consistent: false, reread: [0, 1, 2] });
+    if (!verdict.consistent) expect(verdict.reason).toContain('fell from 25');
+  });
+
+  it('reads every page again when the count moved and the listing is not in CustomerID order', () => {
+    const p = pages([
+      { index: 0, ids: [5, 3, 9], t: 6 },
+      { index: 1, ids: [1, 7], t: 6 },
+    ]);
+    expect(evaluateListing(p, 6, 5, 3)).toMatchObject({ consistent: false, reread: [0, 1] });
+  });
+
+  it('accepts a listing in any order when the count held still and nothing repeats', () => {
+    const p = pages([
+      { index: 0, ids: [5, 3, 9], t: 5 },
+      { index: 1, ids: [1, 7], t: 5 },
+    ]);
+    expect(evaluateListing(p, 5, 5, 3)).toEqual({ consistent: true });
+  });
+
+  it('ignores pages past the final count (the listing shrank back)', () => {
+    const p = pages([
+      { index: 0, ids: ids(1, 10), t: 10 },
+      { index: 1, ids: ids(11, 1), t: 11 },
+    ]);
+    expect(evaluateListing(p, 10, 10, 10)).toEqual({ consistent: true });
+  });
+});
+
+describe('compareIds and formatPages', () => {
+  it('compares numeric text as numbers, however long', () => {
+    expect(compareIds('9', '10')).toBeLessThan(0);
+    expect(compareIds('100002', '100001')).toBeGreaterThan(0);
+    expect(compareIds('0042', '42')).toBe(0);
+    expect(compareIds('123456789012345678901', '123456789012345678902')).toBeLessThan(0);
+  });
+
+  it('writes page lists as ranges', () => {
+    expect(formatPages([1, 2, 3, 7, 9, 10])).toBe('1–3, 7, 9–10');
+    expect(formatPages([])).toBe('');
+  });
+});
