@@ -12,9 +12,11 @@ import { CONFIG_VARIABLES } from './config.js';
 import { packageRoot } from './paths.js';
 import { register as registerDemo } from './cli/demo.js';
 import { exitReportFor } from './cli/exitCodes.js';
+import { register as registerExport } from './cli/export.js';
 import { register as registerImport } from './cli/import.js';
 import { register as registerRetry } from './cli/retry.js';
 import { register as registerSandbox } from './cli/sandbox.js';
+import { register as registerSchedule } from './cli/schedule.js';
 import { register as registerStatus } from './cli/status.js';
 import { register as registerWatch } from './cli/watch.js';
 import { register as registerWorker } from './cli/worker.js';
@@ -57,6 +59,8 @@ function buildProgram(): Command {
   registerWatch(program);
   registerStatus(program);
   registerRetry(program);
+  registerExport(program);
+  registerSchedule(program);
   registerSandbox(program);
   return program;
 }

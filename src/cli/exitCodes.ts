@@ -5,6 +5,7 @@
 import { CommanderError } from 'commander';
 import { ConfigError } from '../config.js';
 import { ColumnMapError, CsvFormatError, FileRejectedError } from '../csv/errors.js';
+import { ExportFailedError, ExportIncompleteError } from '../export/errors.js';
 import { RetryError } from '../import/retry.js';
 import { RedisCheckError } from '../queue/redis.js';
 
@@ -21,7 +22,7 @@ export const EXIT_CODES = {
   failure: 1,
   /** The whole file was rejected before anything was enqueued (headers, format, card key, all-or-nothing). */
   rejectedFile: 2,
-  /** `import --wait`: the import settled, and some rows did not succeed. */
+  /** `import --wait`: the import settled, and some rows did not succeed; `export --wait`: the file was written but is not proven complete. */
   rowsFailed: 3,
   /** Redis is unreachable or unsuitable (sysexits EX_UNAVAILABLE). */
   unavailable: 69,
@@ -45,6 +46,8 @@ export function exitReportFor(err: unknown): ExitReport {
     return { code: EXIT_CODES.rejectedFile, message: `subsync: ${err.message}` };
   }
   if (err instanceof RowsDidNotSucceedError) return { code: EXIT_CODES.rowsFailed, message: `subsync: ${err.message}` };
+  if (err instanceof ExportIncompleteError) return { code: EXIT_CODES.rowsFailed, message: `subsync: ${err.message}` };
+  if (err instanceof ExportFailedError) return { code: EXIT_CODES.failure, message: `subsync: ${err.message}` };
   if (err instanceof RedisCheckError) return { code: EXIT_CODES.unavailable, message: `subsync: ${err.message}` };
   if (err instanceof RetryError) return { code: EXIT_CODES.usage, message: `subsync: ${err.message}` };
   if (err instanceof ConfigError) {

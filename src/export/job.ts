@@ -6,6 +6,7 @@
  * already finished (state.ts, spool.ts).
  */
 import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
 import { UnrecoverableError, type Job, type Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -115,7 +116,7 @@ export async function runExport(input: {
   if (!record) {
     const startedAt = Date.now();
     await mkdir(outDir, { recursive: true });
-    const base = await chooseBase(outDir, fileStamp(startedAt), exportId);
+    const base = await chooseBase(outDir, fileStamp(startedAt), exportId, (b) => store.claimName(path.join(outDir, b), exportId));
     record = await store.open({ id: exportId, jobId: input.jobId, format: request.format, gzip: request.gzip, outDir, keep: request.keep, base, startedAt });
   }
   if (record.status === 'done' && record.file && record.manifest) {

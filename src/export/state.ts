@@ -16,6 +16,7 @@
  * done, the listings and pages are deleted and the record expires after
  * EXPORT_DEFAULTS.recordTtlSeconds.
  */
+import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { EXPORT_DEFAULTS } from '../policy.js';
@@ -28,6 +29,8 @@ export function exportKeys(prefix: string) {
     listings: (id: string) => `${prefix}:export:${id}:listings`,
     pages: (id: string) => `${prefix}:export:${id}:pages`,
     warnings: (id: string) => `${prefix}:export:${id}:warnings`,
+    /** Which export took a file name (hashed folder and base), so two starting in the same second never share one. */
+    name: (claim: string) => `${prefix}:export-name:${createHash('sha256').update(claim).digest('hex').slice(0, 32)}`,
   };
 }
 
@@ -123,6 +126,8 @@ export type ExportCounter = 'requests' | 'retries' | 'rateLimited';
 
 export interface ExportStore {
   readonly keys: ReturnType<typeof exportKeys>;
+  /** Claims a file name (folder and base) for an export; false when another export has it. */
+  claimName(claim: string, id: string): Promise<boolean>;
   /** Creates the record unless it exists (a resumed run keeps the first run's file name and start), and returns it. */
   open(init: Pick<ExportRecord, 'id' | 'jobId' | 'format' | 'gzip' | 'outDir' | 'keep' | 'base' | 'startedAt'>): Promise<ExportRecord>;
   get(id: string): Promise<ExportRecord | undefined>;
@@ -169,6 +174,10 @@ export function createExportStore(redis: Redis, prefix: string): ExportStore {
 
   return {
     keys,
+    async claimName(claim, id) {
+      const set = await redis.set(keys.name(claim), id, 'EX', ttl, 'NX');
+      return set === 'OK' || (await redis.get(keys.name(claim))) === id;
+    },
     async open(init) {
       const fields = toHash({ ...init, status: 'running', phase: 'paging', mode: 'full' });
       const multi = redis.multi();

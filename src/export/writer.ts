@@ -95,12 +95,14 @@ const CSV_OPTIONS = {
 
 /**
  * The file's base name for an export starting at `stamp`: `customers-<stamp>`,
- * or `customers-<stamp>-<exportId>` when another export already took it.
+ * or `customers-<stamp>-<exportId>` when that name is taken, on disk or by
+ * `claim` (another export starting in the same second, not yet written).
  */
-export async function chooseBase(dir: string, stamp: string, exportId: string): Promise<string> {
+export async function chooseBase(dir: string, stamp: string, exportId: string, claim: (base: string) => Promise<boolean> = async () => true): Promise<string> {
   const plain = `customers-${stamp}`;
   const taken = await readdir(dir).catch(() => [] as string[]);
-  return taken.some((name) => EXPORT_NAME.exec(name)?.[1] === plain) ? `${plain}-${exportId}` : plain;
+  const free = !taken.some((name) => EXPORT_NAME.exec(name)?.[1] === plain) && (await claim(plain));
+  return free ? plain : `${plain}-${exportId}`;
 }
 
 export interface WrittenFile {

@@ -49,7 +49,7 @@ describe('writeExportFile', () => {
       expect(rows[i + 1]).toEqual(expected);
     });
     // Every cell quoted, empty ones too: each record's cells are all "…".
-    const records = parse(text, { raw: true }) as Array<{ raw: string }>;
+    const records = z.array(z.object({ raw: z.string() })).parse(parse(text, { raw: true }));
     for (const { raw } of records) {
       const cells = CsvRowsSchema.parse(parse(raw))[0] ?? [];
       expect(raw.trimEnd().split('","').length).toBe(cells.length);
@@ -141,5 +141,6 @@ describe('pruneExports and chooseBase', () => {
     expect(await chooseBase(dir, '20250101T020000Z', 'export-1')).toBe('customers-20250101T020000Z');
     await writeFile(path.join(dir, 'customers-20250101T020000Z.manifest.json'), '{}');
     expect(await chooseBase(dir, '20250101T020000Z', 'export-1')).toBe('customers-20250101T020000Z-export-1');
+    expect(await chooseBase(dir, '20250101T030000Z', 'export-2', async () => false)).toBe('customers-20250101T030000Z-export-2');
   });
 });
