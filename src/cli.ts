@@ -10,6 +10,7 @@ import { Command } from 'commander';
 import { z } from 'zod';
 import { CONFIG_VARIABLES } from './config.js';
 import { packageRoot } from './paths.js';
+import { register as registerDashboard } from './cli/dashboard.js';
 import { register as registerDemo } from './cli/demo.js';
 import { exitReportFor } from './cli/exitCodes.js';
 import { register as registerExport } from './cli/export.js';
@@ -59,6 +60,7 @@ function buildProgram(): Command {
   registerWatch(program);
   registerStatus(program);
   registerRetry(program);
+  registerDashboard(program);
   registerExport(program);
   registerSchedule(program);
   registerSandbox(program);

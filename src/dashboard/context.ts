@@ -1,0 +1,52 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Runtime } from '../runtime.js';
+import type { DashboardAuth } from './auth.js';
+import { page, type PageOptions } from './html.js';
+
+/** Who is asking, decided once per request by the auth hook. */
+export interface Session {
+  /** The session cookie's nonce (the CSRF token derives from it); undefined for a bearer-only client. */
+  nonce: string | undefined;
+  /** Authenticated by the `Authorization: Bearer` header: no CSRF token needed. */
+  viaBearer: boolean;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    dashboardSession: Session | null;
+  }
+}
+
+/** What every route module receives. */
+export interface DashboardContext {
+  runtime: Runtime;
+  auth: DashboardAuth;
+}
+
+/** Only same-origin script, style and forms; never framed. */
+export const PAGE_CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/** The CSRF token to put in this request's forms ('' for a bearer-only client, who needs none). */
+export function csrfOf(ctx: DashboardContext, request: FastifyRequest): string {
+  const nonce = request.dashboardSession?.nonce;
+  return nonce === undefined ? '' : ctx.auth.csrfToken(nonce);
+}
+
+/** Sends a whole page, with the CSRF token for its forms and the page CSP. */
+export function sendPage(ctx: DashboardContext, request: FastifyRequest, reply: FastifyReply, options: Omit<PageOptions, 'csrf' | 'loggedIn'>, status = 200): FastifyReply {
+  const body = page({ ...options, csrf: csrfOf(ctx, request), loggedIn: ctx.auth.required && request.dashboardSession?.nonce !== undefined });
+  return reply.code(status).header('content-security-policy', PAGE_CSP).type('text/html; charset=utf-8').send(body);
+}
+
+/** A notice carried across a redirect (POST, then GET): `?notice=…&kind=error`. */
+export function noticeOf(query: unknown): { notice?: string; noticeKind?: 'ok' | 'error' } {
+  if (typeof query !== 'object' || query === null) return {};
+  const notice = 'notice' in query && typeof query.notice === 'string' ? query.notice.slice(0, 2000) : undefined;
+  const kind = 'kind' in query && query.kind === 'error' ? 'error' : 'ok';
+  return notice ? { notice, noticeKind: kind } : {};
+}
+
+export function redirectWithNotice(reply: FastifyReply, to: string, notice: string, kind: 'ok' | 'error' = 'ok'): FastifyReply {
+  const query = new URLSearchParams({ notice, ...(kind === 'error' ? { kind } : {}) });
+  return reply.redirect(`${to}?${query.toString()}`, 303);
+}

@@ -1,0 +1,56 @@
+import type { Queue } from 'bullmq';
+import { apiRateLimited } from '../metrics.js';
+import type { Runtime } from '../runtime.js';
+
+/** The job states shown for each queue (BullMQ's names). */
+export const QUEUE_STATES = ['waiting', 'prioritized', 'active', 'delayed', 'failed'] as const;
+export type QueueState = (typeof QUEUE_STATES)[number];
+
+/** How many recent imports the 429 figure sums. */
+export const RECENT_IMPORTS = 50;
+
+export interface QueueHealth {
+  queues: Array<{ name: string; paused: boolean; counts: Record<QueueState, number> }>;
+  budget: {
+    /** SUBSYNC_RATE, requests per second for the whole fleet; undefined = not paced. */
+    rate: number | undefined;
+    /** Epoch ms until which nobody sends (after a 429); undefined when not blocked. */
+    blockedUntil: number | undefined;
+  };
+  rateLimited: {
+    /** 429s summed over the most recent imports' figures (every process that ran their rows). */
+    recentImports: number;
+    imports: number;
+    /** 429s this process has seen since it started (the metrics counter). */
+    thisProcess: number;
+  };
+}
+
+async function queueCounts(queue: Queue): Promise<{ name: string; paused: boolean; counts: Record<QueueState, number> }> {
+  const [counts, paused] = await Promise.all([queue.getJobCounts(...QUEUE_STATES), queue.isPaused()]);
+  const byState = Object.fromEntries(QUEUE_STATES.map((state) => [state, counts[state] ?? 0])) as Record<QueueState, number>;
+  return { name: queue.name, paused, counts: byState };
+}
+
+/** Queue depths, the API budget and recent 429s (DESIGN section 9), read from Redis now. */
+export async function queueHealth(runtime: Runtime, now = Date.now()): Promise<QueueHealth> {
+  const { redis, store, queues } = runtime;
+  const [rows, control, blocked, ids, counter] = await Promise.all([
+    queueCounts(queues.rows),
+    queueCounts(queues.control),
+    redis.get(store.keys.budgetBlockedUntil),
+    store.listImportIds(RECENT_IMPORTS),
+    apiRateLimited.get(),
+  ]);
+  const figures = await Promise.all(ids.map((id) => store.counts(id)));
+  const blockedUntil = blocked === null ? undefined : Number(blocked);
+  return {
+    queues: [rows, control],
+    budget: { rate: runtime.config.rate, blockedUntil: blockedUntil !== undefined && blockedUntil > now ? blockedUntil : undefined },
+    rateLimited: {
+      recentImports: figures.reduce((sum, f) => sum + f.rateLimited, 0),
+      imports: ids.length,
+      thisProcess: counter.values.reduce((sum, v) => sum + v.value, 0),
+    },
+  };
+}

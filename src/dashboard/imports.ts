@@ -1,0 +1,355 @@
+import { access } from 'node:fs/promises';
+import path from 'node:path';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { secretColumnIndexes } from '../csv/rows.js';
+import { alignedCells, cardFieldsOf, EditRefusedError, editAndRetryRow, lockedPaths, type CardFields, type CardInput } from '../import/edit.js';
+import { RetryError, retryRows, type RetryResult } from '../import/retry.js';
+import { importStatus, type ImportStatus } from '../import/status.js';
+import { PROBLEM_STATUSES, ROW_STATUSES, type RowStatus } from '../outcomes.js';
+import { planOf } from '../queue/rowWorker.js';
+import { RESULT_FILE_NAMES } from '../results/writeResults.js';
+import type { ImportRecord, LedgerEntry } from '../store/importStore.js';
+import { csrfOf, noticeOf, redirectWithNotice, sendPage, type DashboardContext } from './context.js';
+import { escapedCsv } from './downloads.js';
+import { html, type Html } from './html.js';
+
+/** Imports listed on the front page. */
+const LISTED_IMPORTS = 50;
+/** Rows that did not succeed, per page of an import. */
+const ROWS_PER_PAGE = 100;
+/** Rows `retry` takes (invalid rows are edited first). */
+const RETRYABLE: ReadonlySet<string> = new Set(['failed', 'needs-review']);
+
+const ImportIdSchema = z.string().regex(/^[A-Za-z0-9-]{1,100}$/);
+const ImportParamsSchema = z.object({ id: ImportIdSchema });
+const RowParamsSchema = z.object({ id: ImportIdSchema, row: z.coerce.number().int().min(1) });
+const PageQuerySchema = z.object({ offset: z.coerce.number().int().min(0).catch(0) }).catch({ offset: 0 });
+/** A form field that may come once or several times. */
+const manyStrings = z.union([z.string(), z.array(z.string())]).optional().transform((v) => (v === undefined ? [] : Array.isArray(v) ? v : [v]));
+const RetryFormSchema = z.object({
+  row: z.coerce.number().int().min(1).optional(),
+  rows: manyStrings,
+  action: z.enum(['selected', 'all']).optional(),
+});
+const EditFormSchema = z.record(z.string(), z.union([z.string(), z.array(z.string())]));
+
+/** The text of each live field of an import, as the poll route sends it and the pages first render it. */
+export function liveFields(status: ImportStatus): { fields: Record<string, string>; progress: { value: number; max: number } } {
+  const outcomes = ROW_STATUSES.filter((s) => status.counts[s] > 0).map((s) => `${s} ${status.counts[s]}`).join(' · ') || '—';
+  const fields: Record<string, string> = {
+    state: stateOf(status),
+    settled: `${status.settledRows}/${status.total ?? '?'}`,
+    outcomes,
+    rowsPerSecond: String(status.rowsPerSecond),
+    apiCalls: String(status.apiCalls),
+    retries: String(status.retries),
+    rateLimited: String(status.rateLimited),
+  };
+  for (const s of ROW_STATUSES) fields[`count-${s}`] = String(status.counts[s]);
+  return { fields, progress: { value: status.settledRows, max: status.total ?? status.settledRows } };
+}
+
+function stateOf(status: ImportStatus): string {
+  if (status.finished) return 'finished';
+  if (status.settled) return 'writing results';
+  return status.total === undefined ? 'enqueuing' : 'running';
+}
+
+const shortId = (id: string): string => (id.length > 14 ? `${id.slice(0, 12)}…` : id);
+const when = (ms: number | undefined): Html | string => (ms === undefined ? '—' : html`<time datetime="${new Date(ms).toISOString()}">${new Date(ms).toISOString().replace('T', ' ').slice(0, 19)} UTC</time>`);
+const statusBadge = (s: string): Html => html`<span class="status ${s}">${s}</span>`;
+
+export function importRoutes(app: FastifyInstance, ctx: DashboardContext): void {
+  const { store, queues, keyring } = ctx.runtime;
+
+  async function recentStatuses(): Promise<ImportStatus[]> {
+    const ids = await store.listImportIds(LISTED_IMPORTS);
+    const statuses = await Promise.all(ids.map((id) => importStatus(store, id)));
+    return statuses.filter((s): s is ImportStatus => s !== undefined);
+  }
+
+  async function recordOr404(request: FastifyRequest, reply: FastifyReply, id: string): Promise<ImportRecord | undefined> {
+    const record = await store.getImport(id);
+    if (!record) {
+      sendPage(ctx, request, reply, { title: 'No such import', body: html`<p>There is no import <code>${id}</code> in Redis. <a href="/">All imports</a></p>` }, 404);
+    }
+    return record;
+  }
+
+  app.get('/', async (request, reply) => {
+    const statuses = await recentStatuses();
+    const body = statuses.length === 0
+      ? html`<p class="muted">No imports yet. Run <code>subsync import FILE</code> or drop a file into the inbox.</p>`
+      : html`<table data-poll="/api/imports">
+<thead><tr><th>Import</th><th>File</th><th>Kind</th><th>Started</th><th>Progress</th><th>Outcomes</th><th class="num">Rows/s</th><th>State</th></tr></thead>
+<tbody>${statuses.map((s) => {
+        const live = liveFields(s);
+        return html`<tr data-import="${s.importId}">
+<td><a class="mono" href="/imports/${s.importId}" title="${s.importId}">${shortId(s.importId)}</a></td>
+<td>${s.file}</td><td>${s.kind}</td><td>${when(Date.parse(s.createdAt))}</td>
+<td><progress data-field-progress max="${Math.max(1, live.progress.max)}" value="${live.progress.value}"></progress> <span data-field="settled">${live.fields.settled}</span></td>
+<td data-field="outcomes">${live.fields.outcomes}</td>
+<td class="num" data-field="rowsPerSecond">${live.fields.rowsPerSecond}</td>
+<td data-field="state">${live.fields.state}</td></tr>`;
+      })}</tbody></table>`;
+    return sendPage(ctx, request, reply, { title: 'Imports', body, ...noticeOf(request.query) });
+  });
+
+  app.get('/api/imports', async () => {
+    const statuses = await recentStatuses();
+    return { imports: statuses.map((s) => ({ importId: s.importId, ...liveFields(s), status: s })) };
+  });
+
+  app.get('/api/imports/:id', async (request, reply) => {
+    const { id } = ImportParamsSchema.parse(request.params);
+    const status = await importStatus(store, id);
+    if (!status) return reply.code(404).send({ error: `no import ${id}` });
+    return { imports: [{ importId: id, ...liveFields(status), status }] };
+  });
+
+  app.get('/imports/:id', async (request, reply) => {
+    const { id } = ImportParamsSchema.parse(request.params);
+    const { offset } = PageQuerySchema.parse(request.query);
+    const record = await recordOr404(request, reply, id);
+    const status = record && (await importStatus(store, id));
+    if (!record || !status) return reply;
+    const live = liveFields(status);
+    const plan = planOf(record);
+
+    const rows: Array<{ row: number; entry: LedgerEntry }> = [];
+    let problems = 0;
+    for await (const item of store.rowsWithStatus(id, PROBLEM_STATUSES)) {
+      if (problems >= offset && rows.length < ROWS_PER_PAGE) rows.push(item);
+      problems++;
+    }
+    const downloads = record.resultsDir !== undefined && (await exists(path.join(record.resultsDir, RESULT_FILE_NAMES.results)))
+      ? html`<p><a href="/imports/${id}/results.csv" download>Download results.csv</a> · <a href="/imports/${id}/errors.csv" download>Download errors.csv</a> <span class="hint">(every cell quoted; cells that a spreadsheet would run as a formula are prefixed with ')</span></p>`
+      : html`<p class="muted">results.csv and errors.csv are written when every row has settled.</p>`;
+    const pager = problems > ROWS_PER_PAGE
+      ? html`<p>Rows ${offset + 1}–${Math.min(problems, offset + ROWS_PER_PAGE)} of ${problems}.
+${offset > 0 ? html`<a href="/imports/${id}?offset=${Math.max(0, offset - ROWS_PER_PAGE)}">Previous</a>` : undefined}
+${offset + ROWS_PER_PAGE < problems ? html`<a href="/imports/${id}?offset=${offset + ROWS_PER_PAGE}">Next</a>` : undefined}</p>`
+      : undefined;
+
+    const table = rows.length === 0
+      ? html`<p class="muted">${status.settled ? 'Every row succeeded.' : 'None so far.'}</p>`
+      : html`<form method="post" action="/imports/${id}/retry">
+<input type="hidden" name="_csrf" value="${csrfFor(request)}">
+<table class="rows">
+<thead><tr><th><input type="checkbox" data-select-all aria-label="select all"></th><th class="num">Row</th><th>Status</th><th>Data (card numbers masked)</th><th>Why</th><th class="num">Attempts</th><th>Last attempt</th><th></th></tr></thead>
+<tbody>${rows.map(({ row, entry }) => html`<tr data-row="${row}">
+<td>${RETRYABLE.has(entry.s) ? html`<input type="checkbox" name="rows" value="${row}" aria-label="select row ${row}">` : undefined}</td>
+<td class="num">${row}</td>
+<td>${statusBadge(entry.s)}</td>
+<td>${rowData(plan.headers, entry.c)}</td>
+<td class="problem">${entry.e ?? ''}${entry.cand?.length ? ` (candidates: ${entry.cand.join(', ')})` : ''}</td>
+<td class="num">${entry.a}</td>
+<td>${when(entry.t)}</td>
+<td>${RETRYABLE.has(entry.s) ? html`<button type="submit" name="row" value="${row}">Retry</button> ` : undefined}<a href="/imports/${id}/rows/${row}">Edit${entry.s === 'invalid' ? ' and fix' : ''}</a></td>
+</tr>`)}</tbody></table>
+<div class="actions"><button type="submit" name="action" value="selected">Retry selected</button><button type="submit" name="action" value="all">Retry all failed and needs-review</button></div>
+</form>`;
+
+    const body = html`<div data-poll="/api/imports/${id}">
+<dl class="facts" data-import="${id}" data-state="${live.fields.state}" data-reload-when="finished">
+<dt>Import</dt><dd class="mono">${id}</dd>
+<dt>File</dt><dd>${record.file}</dd>
+<dt>Kind</dt><dd>${record.kind}</dd>
+<dt>Started</dt><dd>${when(record.createdAt)}</dd>
+<dt>Finished</dt><dd>${when(record.finishedAt)}</dd>
+<dt>Progress</dt><dd><progress data-field-progress max="${Math.max(1, live.progress.max)}" value="${live.progress.value}"></progress> <span data-field="settled">${live.fields.settled}</span> settled · <span data-field="state">${live.fields.state}</span></dd>
+<dt>Rows/s</dt><dd data-field="rowsPerSecond">${live.fields.rowsPerSecond}</dd>
+<dt>API calls · retries · 429s</dt><dd><span data-field="apiCalls">${live.fields.apiCalls}</span> · <span data-field="retries">${live.fields.retries}</span> · <span data-field="rateLimited">${live.fields.rateLimited}</span></dd>
+</dl>
+<h2>Outcomes</h2>
+<table data-import="${id}"><thead><tr>${ROW_STATUSES.map((s) => html`<th class="num">${statusBadge(s)}</th>`)}</tr></thead>
+<tbody><tr>${ROW_STATUSES.map((s) => html`<td class="num" data-field="count-${s}">${status.counts[s]}</td>`)}</tr></tbody></table>
+</div>
+${downloads}
+<h2>Rows that did not succeed</h2>
+${pager}${table}`;
+    return sendPage(ctx, request, reply, { title: `Import ${record.file}`, body, ...noticeOf(request.query) });
+  });
+
+  app.post('/imports/:id/retry', async (request, reply) => {
+    const { id } = ImportParamsSchema.parse(request.params);
+    const form = RetryFormSchema.safeParse(request.body);
+    if (!form.success) return redirectWithNotice(reply, `/imports/${id}`, 'nothing to retry: choose rows, or retry all', 'error');
+    const { row, rows, action } = form.data;
+    let result: RetryResult;
+    try {
+      if (row !== undefined) result = await retryRows(store, queues, id, row);
+      else if (action === 'all') result = await retryRows(store, queues, id);
+      else result = await retrySelected(id, rows.map(Number).filter((n) => Number.isInteger(n) && n > 0));
+    } catch (error) {
+      if (!(error instanceof RetryError)) throw error;
+      return redirectWithNotice(reply, `/imports/${id}`, error.message, 'error');
+    }
+    return redirectWithNotice(reply, `/imports/${id}`, describeRetry(result), result.retried.length === 0 ? 'error' : 'ok');
+  });
+
+  /** Retry of the rows ticked: each as `retry --row` would, a row that cannot be retried is reported, not fatal. */
+  async function retrySelected(id: string, rows: readonly number[]): Promise<RetryResult> {
+    const total: RetryResult = { retried: [], skipped: [] };
+    for (const row of rows) {
+      try {
+        const result = await retryRows(store, queues, id, row);
+        total.retried.push(...result.retried);
+        total.skipped.push(...result.skipped);
+      } catch (error) {
+        if (!(error instanceof RetryError)) throw error;
+        total.skipped.push({ row, reason: error.message });
+      }
+    }
+    return total;
+  }
+
+  /** The import and the row a row route names; undefined when a 404 page was sent instead. */
+  async function rowOr404(request: FastifyRequest, reply: FastifyReply): Promise<{ id: string; row: number; record: ImportRecord; entry: LedgerEntry } | undefined> {
+    const { id, row } = RowParamsSchema.parse(request.params);
+    const record = await recordOr404(request, reply, id);
+    const entry = record && (await store.getRow(id, row));
+    if (record && !entry) sendPage(ctx, request, reply, { title: 'No such row', body: html`<p>Import <code>${id}</code> has no row ${row}.</p>` }, 404);
+    return record && entry ? { id, row, record, entry } : undefined;
+  }
+
+  app.get('/imports/:id/rows/:row', async (request, reply) => {
+    const found = await rowOr404(request, reply);
+    if (!found) return reply;
+    const { id, row, record, entry } = found;
+    const card = await cardFieldsOf(store, queues, keyring, id, row);
+    return sendPage(ctx, request, reply, { title: `Row ${row} of ${record.file}`, body: editForm(record, row, entry, card, csrfFor(request), {}) });
+  });
+
+  app.post('/imports/:id/rows/:row', async (request, reply) => {
+    const found = await rowOr404(request, reply);
+    if (!found) return reply;
+    const { id, row, record, entry } = found;
+    const form = EditFormSchema.parse(request.body ?? {});
+    const plan = planOf(record);
+    const current = alignedCells(plan, entry);
+    const submitted: Record<number, string> = {};
+    const changes: Record<string, string> = {};
+    for (const [name, raw] of Object.entries(form)) {
+      const column = /^cell\.(\d+)$/.exec(name)?.[1];
+      const path = column === undefined ? undefined : plan.paths[Number(column)];
+      if (column === undefined || path === undefined || path === '') continue;
+      const text = Array.isArray(raw) ? (raw[0] ?? '') : raw;
+      // Browsers send a textarea's line ends as CRLF: keep the cell's own LF when it had no CR.
+      const value = current[Number(column)]?.includes('\r') ? text : text.replace(/\r\n/g, '\n');
+      submitted[Number(column)] = value;
+      changes[path] = value;
+    }
+    const card: CardInput = { AccountNumber: fieldText(form['card.AccountNumber']), CVCode: fieldText(form['card.CVCode']) };
+    try {
+      const result = await editAndRetryRow(store, queues, keyring, id, row, changes, card);
+      return redirectWithNotice(reply, `/imports/${id}`, `row ${row} saved and queued again (${result.jobName}${result.state === 'sent' ? ', reading back first' : ''})`);
+    } catch (error) {
+      if (!(error instanceof EditRefusedError)) throw error;
+      const fields = await cardFieldsOf(store, queues, keyring, id, row);
+      const status = error.reason === 'no-import' || error.reason === 'no-row' ? 404 : error.reason === 'busy' || error.reason === 'not-editable' ? 409 : 422;
+      // The card number and CVC are never sent back: the form asks for them again.
+      return sendPage(ctx, request, reply, { title: `Row ${row} of ${record.file}`, body: editForm(record, row, entry, fields, csrfFor(request), submitted, error), notice: error.reason === 'invalid' ? 'The row still breaks a rule; nothing was retried.' : error.message, noticeKind: 'error' }, status);
+    }
+  });
+
+  for (const name of ['results', 'errors'] as const) {
+    app.get(`/imports/:id/${RESULT_FILE_NAMES[name]}`, async (request, reply) => {
+      const { id } = ImportParamsSchema.parse(request.params);
+      const record = await store.getImport(id);
+      const file = record?.resultsDir === undefined ? undefined : path.join(record.resultsDir, RESULT_FILE_NAMES[name]);
+      if (file === undefined || !(await exists(file))) return reply.code(404).type('text/plain').send(`no ${RESULT_FILE_NAMES[name]} for import ${id} yet: it is written when every row has settled\n`);
+      return reply
+        .type('text/csv; charset=utf-8')
+        .header('content-disposition', `attachment; filename="${id}-${RESULT_FILE_NAMES[name]}"`)
+        .send(escapedCsv(file));
+    });
+  }
+
+  const csrfFor = (request: FastifyRequest): string => csrfOf(ctx, request);
+}
+
+const fieldText = (value: string | string[] | undefined): string | undefined => (Array.isArray(value) ? value[0] : value);
+
+function describeRetry(result: RetryResult): string {
+  const parts = [result.retried.length === 0 ? 'no row retried' : `retrying ${result.retried.length} row(s): ${result.retried.join(', ')}`];
+  for (const skip of result.skipped) parts.push(`row ${skip.row} not retried: ${skip.reason}${/card data/.test(skip.reason) ? ' (or use Edit to enter the card again)' : ''}`);
+  return parts.join('; ');
+}
+
+async function exists(file: string): Promise<boolean> {
+  try {
+    await access(file);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A row's masked cells: a short summary, every column on demand. */
+function rowData(headers: readonly string[], cells: readonly string[]): Html {
+  const summary = cells.filter((c) => c.trim() !== '').slice(0, 3).join(' · ');
+  const extra = cells.length > headers.length ? cells.slice(headers.length) : [];
+  return html`<details><summary>${summary || '(empty)'}</summary><table>
+${headers.map((header, i) => html`<tr><th>${header}</th><td>${cells[i] ?? ''}</td></tr>`)}
+${extra.map((cell, i) => html`<tr><th class="muted">(extra cell ${i + 1})</th><td>${cell}</td></tr>`)}
+</table></details>`;
+}
+
+/** The columns the row's error names (`column "EmailAddress"`), to mark them in the form. */
+function columnsInError(error: string | undefined): Set<string> {
+  return new Set([...(error ?? '').matchAll(/column "([^"]+)"/g)].map((m) => m[1] ?? ''));
+}
+
+function editForm(record: ImportRecord, row: number, entry: LedgerEntry, card: CardFields, csrf: string, submitted: Record<number, string>, refusal?: EditRefusedError): Html {
+  const plan = planOf(record);
+  const editable = PROBLEM_STATUSES.has(entry.s as RowStatus);
+  const cells = alignedCells(plan, entry);
+  const secret = new Set(secretColumnIndexes(plan));
+  const locked = new Set(lockedPaths(record, entry));
+  const wrong = columnsInError(refusal?.rowErrors.length ? refusal.rowErrors.map((e) => e.message).join(' ') : entry.e);
+  const facts = html`<dl class="facts">
+<dt>Status</dt><dd>${statusBadge(entry.s)}</dd>
+<dt>Why</dt><dd class="problem">${entry.e ?? '—'}${entry.cand?.length ? ` (candidates: ${entry.cand.join(', ')})` : ''}</dd>
+<dt>Attempts</dt><dd>${entry.a}</dd>
+<dt>Last attempt</dt><dd>${when(entry.t)}</dd>
+</dl>`;
+  if (!editable) {
+    return html`${facts}<p>Only invalid, failed and needs-review rows are edited; this one is ${entry.s}. <a href="/imports/${record.id}">Back to the import</a></p>`;
+  }
+  const misaligned = entry.c.length !== plan.headers.length
+    ? html`<p class="notice error">This row had ${entry.c.length} cells where the header has ${plan.headers.length}: its cells are laid on the columns in order below; check each one.</p>`
+    : undefined;
+  const fields = plan.headers.map((header, column) => {
+    const path = plan.paths[column] ?? '';
+    if (path === '' || secret.has(column)) return undefined;
+    const value = submitted[column] ?? cells[column] ?? '';
+    const name = `cell.${column}`;
+    const readOnly = locked.has(path);
+    const label = html`<span class="name">${header}${header.trim() !== path ? html` <span class="hint">(${path})</span>` : undefined}</span>`;
+    const input = /[\r\n]/.test(value)
+      ? html`<textarea name="${name}" rows="3" ${readOnly ? html`readonly` : undefined}>${value}</textarea>`
+      : html`<input type="text" name="${name}" value="${value}" ${readOnly ? html`readonly title="reading back compares this field: it cannot change while the row may have been created"` : undefined}>`;
+    return html`<label class="${wrong.has(header.trim()) || wrong.has(path) ? 'error' : ''}">${label}${input}</label>`;
+  });
+  const cardSection = card.accountNumber || card.cvCode
+    ? html`<fieldset><legend>Card (never stored: sealed into the job only)</legend>
+${card.accountNumber ? html`<label><span class="name">Card number</span><input type="text" name="card.AccountNumber" inputmode="numeric" autocomplete="off" ${card.accountNumberNeeded ? html`required` : undefined}></label>
+<p class="hint">${card.accountNumberNeeded ? 'Needed: the card number is no longer held for this row (it is shown masked). Enter it again.' : 'Leave empty to keep the card number held for this row.'}</p>` : undefined}
+${card.cvCode ? html`<label><span class="name">CVC</span><input type="text" name="card.CVCode" inputmode="numeric" autocomplete="off" maxlength="4"></label>
+<p class="hint">Asked again every time: a CVC is never kept once a row has an outcome. Leave empty to send none.</p>` : undefined}
+</fieldset>`
+    : undefined;
+  const problems = refusal?.rowErrors.length
+    ? html`<ul class="errors">${refusal.rowErrors.map((e) => html`<li>${e.message}</li>`)}</ul>`
+    : undefined;
+  return html`${facts}${misaligned}${problems}
+<form method="post" action="/imports/${record.id}/rows/${row}" class="edit" autocomplete="off">
+<input type="hidden" name="_csrf" value="${csrf}">
+${fields}
+${cardSection}
+${locked.size > 0 ? html`<p class="hint">This row may already have been created: the fields reading it back compares are read-only, and it reads back before anything is sent again.</p>` : undefined}
+<div class="actions"><button type="submit" class="primary">Save and retry</button> <a href="/imports/${record.id}">Cancel</a></div>
+</form>`;
+}

@@ -1,0 +1,92 @@
+import { Gauge, Registry } from 'prom-client';
+import { metricsRegistry } from '../metrics.js';
+import { ROW_STATUSES } from '../outcomes.js';
+import type { Runtime } from '../runtime.js';
+import { QUEUE_STATES } from './health.js';
+
+/** How many of the most recent imports `subsync_import_rows` sums. */
+export const METRICS_IMPORTS = 1000;
+
+/**
+ * What `/metrics` serves: the process's own registry (src/metrics.ts: rows
+ * settled, retries, 429s and API latency, counted by the workers of this
+ * process) and gauges read from Redis at scrape time, which are the same
+ * whichever process is scraped:
+ * - `subsync_queue_jobs{queue,state}`: jobs per queue and state;
+ * - `subsync_api_budget_rate`: SUBSYNC_RATE (0 = not paced);
+ * - `subsync_api_budget_blocked_seconds`: how long the budget stays blocked after a 429;
+ * - `subsync_import_rows{kind,status}`: rows by kind and outcome, summed over
+ *   the most recent {@link METRICS_IMPORTS} imports held in Redis (the whole
+ *   fleet's work, where the counters only know their own process's).
+ *
+ * The gauges live in a registry of their own per dashboard (two dashboards
+ * in one process, as in tests, must not register a name twice).
+ */
+export function createScrape(runtime: Runtime): { contentType: string; metrics(): Promise<string> } {
+  const registry = new Registry();
+  const { queues, redis, store } = runtime;
+
+  new Gauge({
+    name: 'subsync_queue_jobs',
+    help: 'Jobs per queue and state, read from Redis at scrape time',
+    labelNames: ['queue', 'state'] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const queue of [queues.rows, queues.control]) {
+        const counts = await queue.getJobCounts(...QUEUE_STATES);
+        for (const state of QUEUE_STATES) this.set({ queue: queue.name, state }, counts[state] ?? 0);
+      }
+    },
+  });
+
+  new Gauge({
+    name: 'subsync_api_budget_rate',
+    help: 'Configured API requests per second for the whole fleet (SUBSYNC_RATE); 0 = not paced',
+    registers: [registry],
+    collect() {
+      this.set(runtime.config.rate ?? 0);
+    },
+  });
+
+  new Gauge({
+    name: 'subsync_api_budget_blocked_seconds',
+    help: 'Seconds until the fleet-wide API budget unblocks after a 429 (0 = not blocked)',
+    registers: [registry],
+    async collect() {
+      const until = Number((await redis.get(store.keys.budgetBlockedUntil)) ?? 0);
+      this.set(Math.max(0, until - Date.now()) / 1000);
+    },
+  });
+
+  new Gauge({
+    name: 'subsync_import_rows',
+    help: `Rows by kind and outcome, summed over the ${METRICS_IMPORTS} most recent imports in Redis`,
+    labelNames: ['kind', 'status'] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      const ids = await store.listImportIds(METRICS_IMPORTS);
+      const imports = await Promise.all(ids.map(async (id) => ({ record: await store.getImport(id), counts: await store.counts(id) })));
+      const sums = new Map<string, { kind: string; status: string; n: number }>();
+      for (const { record, counts } of imports) {
+        if (!record) continue;
+        for (const status of ROW_STATUSES) {
+          const key = `${record.kind}\0${status}`;
+          const sum = sums.get(key) ?? { kind: record.kind, status, n: 0 };
+          sum.n += counts.byStatus[status];
+          sums.set(key, sum);
+        }
+      }
+      for (const { kind, status, n } of sums.values()) this.set({ kind, status }, n);
+    },
+  });
+
+  return {
+    contentType: registry.contentType,
+    async metrics() {
+      const [own, scraped] = await Promise.all([metricsRegistry.metrics(), registry.metrics()]);
+      return `${own.trimEnd()}\n\n${scraped}`;
+    },
+  };
+}

@@ -1,0 +1,87 @@
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { contentTypeOf, exportPath, listExports, listSchedules } from './exports.js';
+import { queueHealth, QUEUE_STATES } from './health.js';
+import { html, type Html } from './html.js';
+import { noticeOf, sendPage, type DashboardContext } from './context.js';
+
+const iso = (date: Date | undefined): string => (date === undefined ? '—' : `${date.toISOString().replace('T', ' ').slice(0, 19)} UTC`);
+
+function bytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 ** 2) return `${(n / 1024).toFixed(1)} KiB`;
+  return `${(n / 1024 ** 2).toFixed(1)} MiB`;
+}
+
+/** A manifest's value as text: scalars as they are, lists and objects as JSON. */
+function manifestValue(value: unknown): Html | string {
+  if (Array.isArray(value) && value.length === 0) return '—';
+  if (Array.isArray(value)) return html`<ul>${value.map((v) => html`<li>${typeof v === 'string' ? v : JSON.stringify(v)}</li>`)}</ul>`;
+  return typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value);
+}
+
+/** The manifest's headline figures: count, TotalItemCount, how many warnings. */
+function manifestSummary(manifest: Record<string, unknown>): string {
+  const parts: string[] = [];
+  for (const key of ['count', 'TotalItemCount']) if (key in manifest) parts.push(`${key}: ${String(manifest[key])}`);
+  const warnings = manifest.warnings;
+  if (Array.isArray(warnings)) parts.push(`${warnings.length} warning(s)`);
+  return parts.join(' · ') || 'manifest';
+}
+
+/** The exports page (runs on disk, with manifests and downloads; the schedule) and the queue health page. */
+export function pageRoutes(app: FastifyInstance, ctx: DashboardContext): void {
+  const { runtime } = ctx;
+
+  app.get('/exports', async (request, reply) => {
+    const [runs, schedules] = await Promise.all([listExports(runtime.config.dataDir), listSchedules(runtime.queues)]);
+    const scheduleTable = schedules.length === 0
+      ? html`<p class="muted">No schedule. <code>subsync schedule export --cron "0 2 * * *" --tz Europe/London</code> sets one.</p>`
+      : html`<table><thead><tr><th>Scheduler</th><th>Job</th><th>When</th><th>Time zone</th><th>Next run</th><th class="num">Runs so far</th></tr></thead>
+<tbody>${schedules.map((s) => html`<tr><td class="mono">${s.key}</td><td>${s.name}</td><td class="mono">${s.when}</td><td>${s.tz ?? 'UTC'}</td><td>${iso(s.next)}</td><td class="num">${s.iterations ?? '—'}</td></tr>`)}</tbody></table>`;
+    const runTable = runs.length === 0
+      ? html`<p class="muted">No exports yet in <code>${runtime.config.dataDir}/exports</code>. <code>subsync export</code> runs one.</p>`
+      : html`<table><thead><tr><th>File</th><th>Written</th><th class="num">Size</th><th>Manifest</th></tr></thead>
+<tbody>${runs.map((run) => html`<tr>
+<td><a href="/exports/${run.file}" download>${run.file}</a></td>
+<td>${iso(run.modifiedAt)}</td><td class="num">${bytes(run.bytes)}</td>
+<td>${run.manifest === undefined
+    ? html`<span class="muted">${run.manifestFile === undefined ? 'no manifest' : 'manifest unreadable'}</span>`
+    : html`<details><summary>${manifestSummary(run.manifest)}</summary>
+<table>${Object.entries(run.manifest).map(([key, value]) => html`<tr><th>${key}</th><td class="mono">${manifestValue(value)}</td></tr>`)}</table>
+${run.manifestFile ? html`<a href="/exports/${run.manifestFile}" download>${run.manifestFile}</a>` : undefined}</details>`}</td>
+</tr>`)}</tbody></table>`;
+    const body = html`<h2>Schedule</h2>${scheduleTable}<h2>Recent exports</h2>${runTable}`;
+    return sendPage(ctx, request, reply, { title: 'Exports', body, ...noticeOf(request.query) });
+  });
+
+  app.get('/exports/:name', async (request, reply) => {
+    const { name } = z.object({ name: z.string() }).parse(request.params);
+    const file = exportPath(runtime.config.dataDir, name);
+    const info = file === undefined ? undefined : await stat(file).catch(() => undefined);
+    if (file === undefined || !info?.isFile()) return reply.code(404).type('text/plain').send(`no export ${name}\n`);
+    // Export files are written escaped and quoted by the export itself (DESIGN section 5): handed out as they are.
+    return reply.type(contentTypeOf(name)).header('content-disposition', `attachment; filename="${name}"`).send(createReadStream(file));
+  });
+
+  app.get('/api/queue-health', async () => queueHealth(runtime));
+
+  app.get('/queue-health', async (request, reply) => {
+    const health = await queueHealth(runtime);
+    const now = Date.now();
+    const body = html`<h2>Queues</h2>
+<table><thead><tr><th>Queue</th>${QUEUE_STATES.map((s) => html`<th class="num">${s}</th>`)}<th>Paused</th></tr></thead>
+<tbody>${health.queues.map((q) => html`<tr><td class="mono">${q.name}</td>${QUEUE_STATES.map((s) => html`<td class="num">${q.counts[s]}</td>`)}<td>${q.paused ? 'paused' : 'no'}</td></tr>`)}</tbody></table>
+<p class="hint">Every job, its data and its history: <a href="/queues">bull-board</a> (rows queue read-only there: retry rows from the imports pages, which reopen their ledger entries).</p>
+<h2>API budget</h2>
+<dl class="facts">
+<dt>Configured rate</dt><dd>${health.budget.rate === undefined ? 'not paced (SUBSYNC_RATE unset)' : `${health.budget.rate} requests/s for the whole fleet`}</dd>
+<dt>Blocked</dt><dd>${health.budget.blockedUntil === undefined ? 'no' : `until ${iso(new Date(health.budget.blockedUntil))} (${Math.ceil((health.budget.blockedUntil - now) / 1000)} s, after a 429)`}</dd>
+<dt>429s, recent imports</dt><dd>${health.rateLimited.recentImports} <span class="hint">(summed over the ${health.rateLimited.imports} most recent imports)</span></dd>
+<dt>429s, this process</dt><dd>${health.rateLimited.thisProcess} <span class="hint">(since it started; <code>subsync_api_rate_limited_total</code>)</span></dd>
+</dl>`;
+    return sendPage(ctx, request, reply, { title: 'Queue health', body });
+  });
+}

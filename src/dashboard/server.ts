@@ -1,0 +1,221 @@
+/**
+ * The retry dashboard (DESIGN section 9): server-rendered pages on fastify,
+ * bull-board at /queues, Prometheus at /metrics, every route behind
+ * SUBSYNC_DASHBOARD_TOKEN when it is set (src/dashboard/auth.ts).
+ *
+ * Routes (all GET unless said):
+ * - `/` imports, live progress; `/api/imports`, `/api/imports/:id` (JSON polled by the pages)
+ * - `/imports/:id` an import and its rows that did not succeed; POST `/imports/:id/retry`
+ * - `/imports/:id/rows/:row` edit a row; POST the same to save and retry it
+ * - `/imports/:id/results.csv`, `/imports/:id/errors.csv` downloads (formula-escaped, every cell quoted)
+ * - `/exports`, `/exports/:name` runs, manifests, downloads; the schedule
+ * - `/queue-health`, `/api/queue-health`
+ * - `/metrics` Prometheus text
+ * - `/queues` bull-board
+ * - `/login` (GET, POST), POST `/logout`; `/assets/dashboard.css` (public: the login page uses it), `/assets/dashboard.js`
+ */
+import { createBullBoard } from '@bull-board/api';
+import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
+import { FastifyAdapter } from '@bull-board/fastify';
+import fastifyCookie from '@fastify/cookie';
+import fastifyFormbody from '@fastify/formbody';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import type { Runtime } from '../runtime.js';
+import { DASHBOARD_CSS, DASHBOARD_JS } from './assets.js';
+import { createAuth, hostName, isLoopback, safeNext, sameOrigin, SESSION_COOKIE, type DashboardAuth } from './auth.js';
+import { PAGE_CSP, sendPage, type DashboardContext, type Session } from './context.js';
+import { html, page } from './html.js';
+import { importRoutes } from './imports.js';
+import { createScrape } from './metrics.js';
+import { pageRoutes } from './pages.js';
+
+export interface DashboardOptions {
+  runtime: Runtime;
+  /** The address to listen on; 127.0.0.1 unless told otherwise (`--host`). */
+  host: string;
+  /** 0 picks a free port (read it back from `url`). */
+  port: number;
+  /** SUBSYNC_DASHBOARD_TOKEN: when set, every route requires it. */
+  token?: string;
+}
+
+export interface Dashboard {
+  /** Where it listens, e.g. `http://127.0.0.1:8080`. */
+  url: string;
+  close(): Promise<void>;
+}
+
+/** Paths served without the token: the login form and the stylesheet it uses. */
+const PUBLIC_PATHS: ReadonlySet<string> = new Set(['/login', '/assets/dashboard.css']);
+/** A session lasts this long without logging in again. */
+const SESSION_SECONDS = 12 * 3600;
+const UNSAFE_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+const LoginFormSchema = z.object({ token: z.string().default(''), next: z.string().optional() });
+
+export async function startDashboard(options: { runtime: Runtime; host: string; port: number; token?: string }): Promise<Dashboard> {
+  const { runtime } = options;
+  const token = options.token === '' ? undefined : options.token;
+  const auth = createAuth(token);
+  const ctx: DashboardContext = { runtime, auth };
+  const logger: FastifyBaseLogger = runtime.logger.child({ component: 'dashboard' });
+  const app = Fastify({
+    loggerInstance: logger,
+    logController: new LogController({ disableRequestLogging: true }),
+    // Behind a proxy, run it on the same machine; the Host check below uses the Host header as received.
+    trustProxy: false,
+  });
+  await app.register(fastifyCookie);
+  await app.register(fastifyFormbody);
+  app.decorateRequest('dashboardSession', null);
+
+  const loopbackOnly = isLoopback(options.host);
+  app.addHook('onRequest', async (request, reply) => {
+    // Personal data on every page: nothing is cached, nothing is framed.
+    reply.header('cache-control', 'no-store').header('x-content-type-options', 'nosniff').header('x-frame-options', 'DENY').header('referrer-policy', 'same-origin');
+    if (loopbackOnly && !isLoopback(hostName(request.headers.host ?? ''))) {
+      return reply.code(421).type('text/plain').send('this dashboard answers only to localhost names (start it with --host to serve others)\n');
+    }
+    const session = sessionOf(auth, request, reply);
+    request.dashboardSession = session ?? null;
+    const path = request.url.split('?')[0] ?? '/';
+    if (session === undefined && !PUBLIC_PATHS.has(path)) return unauthorized(request, reply);
+    return undefined;
+  });
+  // After the body is parsed: forms carry their CSRF token in it.
+  app.addHook('preHandler', async (request, reply) => {
+    if (!UNSAFE_METHODS.has(request.method)) return undefined;
+    if (!sameOrigin(request.headers)) return reply.code(403).type('text/plain').send('cross-site request refused\n');
+    const session = request.dashboardSession;
+    const path = request.url.split('?')[0] ?? '/';
+    // bull-board's own API calls (fetch, JSON) carry no form token: the Origin check above and the SameSite=Strict cookie guard them.
+    if (session === null || session.viaBearer || path === '/login' || path.startsWith('/queues/')) return undefined;
+    const given = csrfField(request.body) ?? headerText(request.headers['x-csrf-token']);
+    if (session.nonce === undefined || !auth.csrfOk(session.nonce, given)) {
+      return reply.code(403).type('text/plain').send('missing or stale form token: reload the page and try again\n');
+    }
+    return undefined;
+  });
+
+  // Set before the routes: a route takes the error handler in place when it is added.
+  app.setNotFoundHandler((request, reply) => sendPage(ctx, request, reply, { title: 'Not found', body: html`<p>Nothing at <code>${request.url}</code>. <a href="/">Imports</a></p>` }, 404));
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const status = error instanceof z.ZodError ? 400 : (error.statusCode ?? 500);
+    if (status >= 500) request.log.error({ err: error, url: request.url }, 'dashboard request failed');
+    const text = status >= 500 ? 'Something went wrong; the details are in the log.' : error instanceof z.ZodError ? 'The request is malformed.' : error.message;
+    return sendPage(ctx, request, reply, { title: status >= 500 ? 'Error' : 'Bad request', body: html`<p>${text}</p>` }, status);
+  });
+
+  app.get('/assets/dashboard.css', async (_request, reply) => reply.type('text/css; charset=utf-8').send(DASHBOARD_CSS));
+  app.get('/assets/dashboard.js', async (_request, reply) => reply.type('text/javascript; charset=utf-8').send(DASHBOARD_JS));
+
+  app.get('/login', async (request, reply) => {
+    if (request.dashboardSession?.nonce !== undefined || !auth.required) return reply.redirect(safeNext(query(request).next), 303);
+    return sendLogin(reply, safeNext(query(request).next), undefined, 200);
+  });
+  app.post('/login', async (request, reply) => {
+    const form = LoginFormSchema.safeParse(request.body);
+    const next = safeNext(form.success ? form.data.next : undefined);
+    if (!auth.required) return reply.redirect(next, 303);
+    if (!form.success || !auth.checkToken(form.data.token)) {
+      runtime.logger.warn({ component: 'dashboard', ip: request.ip }, 'dashboard login refused: wrong token');
+      return sendLogin(reply, next, 'That is not the dashboard token.', 401);
+    }
+    setSessionCookie(reply, auth.newSession(), request);
+    return reply.redirect(next, 303);
+  });
+  app.post('/logout', async (request, reply) => {
+    reply.clearCookie(SESSION_COOKIE, { path: '/' });
+    return auth.required ? reply.redirect('/login', 303) : reply.redirect('/', 303);
+  });
+
+  const scrape = createScrape(runtime);
+  app.get('/metrics', async (_request, reply) => reply.type(scrape.contentType).send(await scrape.metrics()));
+
+  importRoutes(app, ctx);
+  pageRoutes(app, ctx);
+  await registerBullBoard(app, runtime);
+
+  await app.listen({ host: options.host, port: options.port });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : options.port;
+  const shownHost = options.host.includes(':') ? `[${options.host}]` : options.host;
+  return {
+    url: `http://${shownHost}:${port}`,
+    close: () => app.close(),
+  };
+
+  function sendLogin(reply: FastifyReply, next: string, error: string | undefined, status: number): FastifyReply {
+    return reply.code(status).header('content-security-policy', PAGE_CSP).type('text/html; charset=utf-8').send(loginPage(next, error));
+  }
+}
+
+function loginPage(next: string, error?: string): string {
+  const body = html`<form method="post" action="/login" class="login">
+<p>This dashboard needs its token (SUBSYNC_DASHBOARD_TOKEN).</p>
+${error ? html`<p class="notice error">${error}</p>` : undefined}
+<label>Token<input type="password" name="token" autocomplete="current-password" autofocus required></label>
+<input type="hidden" name="next" value="${next}">
+<button type="submit" class="primary">Log in</button>
+</form>`;
+  return page({ title: 'Log in', body });
+}
+
+/**
+ * Who the request is: undefined when a token is required and neither the
+ * bearer header nor a valid session cookie proves it. Without a token,
+ * everyone is let in, and a session cookie is handed out for the CSRF token.
+ */
+function sessionOf(auth: DashboardAuth, request: FastifyRequest, reply: FastifyReply): Session | undefined {
+  const nonce = auth.sessionNonce(request.cookies[SESSION_COOKIE]);
+  if (auth.required) {
+    if (auth.bearerOk(request.headers.authorization)) return { nonce, viaBearer: true };
+    return nonce === undefined ? undefined : { nonce, viaBearer: false };
+  }
+  if (nonce !== undefined) return { nonce, viaBearer: false };
+  const cookie = auth.newSession();
+  setSessionCookie(reply, cookie, request);
+  return { nonce: auth.sessionNonce(cookie), viaBearer: false };
+}
+
+function setSessionCookie(reply: FastifyReply, value: string, request: FastifyRequest): void {
+  reply.setCookie(SESSION_COOKIE, value, { path: '/', httpOnly: true, sameSite: 'strict', secure: request.protocol === 'https', maxAge: SESSION_SECONDS });
+}
+
+/** 401: the login form for a browser asking for a page, a line of text for everything else. */
+function unauthorized(request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  reply.code(401).header('www-authenticate', 'Bearer realm="subsync dashboard"');
+  const wantsPage = request.method === 'GET' && (request.headers.accept ?? '').includes('text/html');
+  if (!wantsPage) return reply.type('text/plain').send('authentication required: Authorization: Bearer <SUBSYNC_DASHBOARD_TOKEN>, or log in at /login\n');
+  return reply.header('content-security-policy', PAGE_CSP).type('text/html; charset=utf-8').send(loginPage(safeNext(request.url)));
+}
+
+/**
+ * bull-board at /queues, behind the same hooks. The rows queue is read-only
+ * there: a row is retried from the import's page, which reopens its ledger
+ * entry (a job retried behind the ledger's back would find its row settled
+ * and do nothing). The control queue (results, exports) may be retried.
+ */
+async function registerBullBoard(app: FastifyInstance, runtime: Runtime): Promise<void> {
+  const adapter = new FastifyAdapter();
+  adapter.setBasePath('/queues');
+  createBullBoard({
+    queues: [new BullMQAdapter(runtime.queues.rows, { readOnlyMode: true }), new BullMQAdapter(runtime.queues.control)],
+    serverAdapter: adapter,
+    options: { uiConfig: { boardTitle: 'subsync' } },
+  });
+  await app.register(adapter.registerPlugin(), { prefix: '/queues' });
+}
+
+const query = (request: FastifyRequest): { next?: string } => {
+  const parsed = z.object({ next: z.string().optional() }).safeParse(request.query);
+  return parsed.success ? parsed.data : {};
+};
+
+const CsrfFieldSchema = z.object({ _csrf: z.string() });
+const csrfField = (body: unknown): string | undefined => {
+  const parsed = CsrfFieldSchema.safeParse(body);
+  return parsed.success ? parsed.data._csrf : undefined;
+};
+
+const headerText = (value: string | string[] | undefined): string | undefined => (Array.isArray(value) ? value[0] : value);
