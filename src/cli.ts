@@ -18,6 +18,7 @@ import { register as registerImport } from './cli/import.js';
 import { register as registerRetry } from './cli/retry.js';
 import { register as registerSandbox } from './cli/sandbox.js';
 import { register as registerSchedule } from './cli/schedule.js';
+import { register as registerStart } from './cli/start.js';
 import { register as registerStatus } from './cli/status.js';
 import { register as registerWatch } from './cli/watch.js';
 import { register as registerWorker } from './cli/worker.js';
@@ -58,6 +59,7 @@ function buildProgram(): Command {
   registerImport(program);
   registerWorker(program);
   registerWatch(program);
+  registerStart(program);
   registerStatus(program);
   registerRetry(program);
   registerDashboard(program);

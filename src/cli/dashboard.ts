@@ -1,6 +1,7 @@
 /** `subsync dashboard [--port N] [--host H]`: the retry dashboard until SIGTERM/SIGINT. */
 import type { Command } from 'commander';
 import { isLoopback } from '../dashboard/auth.js';
+import type { Runtime } from '../runtime.js';
 import { withRuntime } from './context.js';
 import { parseNonEmpty, parsePort } from './options.js';
 import { waitForShutdownSignal } from './signals.js';
@@ -10,28 +11,38 @@ export interface DashboardFlags {
   host: string;
 }
 
+/** Declares the dashboard's flags on `command` (`dashboard` and `start` take the same). */
+export function addDashboardOptions(command: Command): Command {
+  return command
+    .option('--port <n>', 'dashboard port (0 = any free port)', parsePort, 8080)
+    .option('--host <host>', 'dashboard address to listen on; 0.0.0.0 for every interface (then set SUBSYNC_DASHBOARD_TOKEN)', parseNonEmpty, '127.0.0.1');
+}
+
 export function register(program: Command): void {
-  program
-    .command('dashboard')
-    .description('serve the retry dashboard (imports, failed rows, exports, queue health, /metrics, bull-board at /queues) until SIGTERM/SIGINT')
-    .option('--port <n>', 'port (0 = any free port)', parsePort, 8080)
-    .option('--host <host>', 'address to listen on; 0.0.0.0 for every interface (then set SUBSYNC_DASHBOARD_TOKEN)', parseNonEmpty, '127.0.0.1')
-    .action((flags: DashboardFlags) => runDashboard(flags));
+  addDashboardOptions(
+    program.command('dashboard').description('serve the retry dashboard (imports, failed rows, exports, queue health, /metrics, bull-board at /queues) until SIGTERM/SIGINT'),
+  ).action((flags: DashboardFlags) => runDashboard(flags));
+}
+
+/** Starts the dashboard for `flags` on `runtime`, closed with the runtime (before its connections). */
+export async function startDashboardFor(runtime: Runtime, flags: DashboardFlags): Promise<{ url: string; token: string | undefined }> {
+  const token = runtime.config.dashboardToken;
+  if (!token && !isLoopback(flags.host)) {
+    runtime.logger.warn({ host: flags.host }, 'dashboard reachable beyond this machine without SUBSYNC_DASHBOARD_TOKEN: anyone who reaches it can read customer data and retry rows');
+  }
+  // Loaded on use, so other commands do not load the web stack.
+  const { startDashboard } = await import('../dashboard/server.js');
+  const dashboard = await startDashboard({ runtime, host: flags.host, port: flags.port, token });
+  runtime.adopt(() => dashboard.close());
+  runtime.logger.info({ url: dashboard.url, auth: token ? 'token' : 'none' }, 'dashboard started');
+  return { url: dashboard.url, token };
 }
 
 export async function runDashboard(flags: DashboardFlags): Promise<void> {
   const signal = waitForShutdownSignal();
   await withRuntime(async (runtime) => {
-    const token = runtime.config.dashboardToken;
-    if (!token && !isLoopback(flags.host)) {
-      runtime.logger.warn({ host: flags.host }, 'dashboard reachable beyond this machine without SUBSYNC_DASHBOARD_TOKEN: anyone who reaches it can read customer data and retry rows');
-    }
-    // Loaded on use, so other commands do not load the web stack.
-    const { startDashboard } = await import('../dashboard/server.js');
-    const dashboard = await startDashboard({ runtime, host: flags.host, port: flags.port, token });
-    runtime.adopt(() => dashboard.close());
-    runtime.logger.info({ url: dashboard.url, auth: token ? 'token' : 'none' }, 'dashboard started');
-    process.stdout.write(`dashboard: ${dashboard.url}${token ? ' (token required)' : ''}\nSIGTERM or Ctrl-C stops it\n`);
+    const { url, token } = await startDashboardFor(runtime, flags);
+    process.stdout.write(`dashboard: ${url}${token ? ' (token required)' : ''}\nSIGTERM or Ctrl-C stops it\n`);
     const received = await signal;
     runtime.logger.info({ signal: received }, 'dashboard stopping');
   });

@@ -13,7 +13,7 @@ export interface WorkerFlags {
   control: boolean;
 }
 
-function parseConcurrency(value: string): number {
+export function parseConcurrency(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1 || n > 1000) throw new InvalidArgumentError('expected a whole number from 1 to 1000');
   return n;

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -13,6 +14,13 @@ export interface Run {
   stderr: () => string;
   /** Resolves with the exit code (or signal) once the process has ended. */
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Fails a CLI test file at once when the CLI is not built (`npm test` builds it first); for `beforeAll`. */
+export function requireBuiltCli(): void {
+  if (!existsSync(path.join(root, 'dist', 'src', 'cli.js'))) {
+    throw new Error('dist/src/cli.js is missing: run `npm run build` first (`npm test` does)');
+  }
 }
 
 export const running = new Set<ChildProcessWithoutNullStreams>();
