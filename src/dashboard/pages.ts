@@ -18,14 +18,22 @@ function bytes(n: number): string {
 /** A manifest's value as text: scalars as they are, lists and objects as JSON. */
 function manifestValue(value: unknown): Html | string {
   if (Array.isArray(value) && value.length === 0) return '—';
+  // Short names (fields, pruned files) on one line; sentences (warnings) one per line.
+  if (Array.isArray(value) && value.every((v) => typeof v === 'string' && v.length <= 40)) return value.join(', ');
   if (Array.isArray(value)) return html`<ul>${value.map((v) => html`<li>${typeof v === 'string' ? v : JSON.stringify(v)}</li>`)}</ul>`;
   return typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value);
 }
 
-/** The manifest's headline figures: count, TotalItemCount, how many warnings. */
+const TotalSchema = z.union([z.number(), z.object({ atEnd: z.number().nullable() }).transform((t) => t.atEnd)]);
+
+/** The manifest's headline figures: count, TotalItemCount, complete or not, how many warnings (whatever names of these it uses). */
 function manifestSummary(manifest: Record<string, unknown>): string {
   const parts: string[] = [];
-  for (const key of ['count', 'TotalItemCount']) if (key in manifest) parts.push(`${key}: ${String(manifest[key])}`);
+  if (manifest.count !== undefined) parts.push(`count: ${String(manifest.count)}`);
+  const total = TotalSchema.safeParse(manifest.TotalItemCount ?? manifest.totalItemCount);
+  if (total.success && total.data !== null) parts.push(`TotalItemCount: ${total.data}`);
+  if (manifest.complete === false) parts.push('INCOMPLETE');
+  if (typeof manifest.drift === 'object' && manifest.drift !== null) parts.push('drift re-read');
   const warnings = manifest.warnings;
   if (Array.isArray(warnings)) parts.push(`${warnings.length} warning(s)`);
   return parts.join(' · ') || 'manifest';

@@ -1,12 +1,14 @@
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Dashboard } from '../../src/dashboard/server.js';
+import { enqueueExport } from '../../src/export/job.js';
+import { scheduleExport } from '../../src/export/schedule.js';
 import { root } from '../support/cli.js';
 import { startTestDashboard, TOKEN } from '../support/dashboard.js';
 import { importAndFinish, SIGNUPS_CSV, waitFinished } from '../support/imports.js';
-import { redisText, startPipeline, type Pipeline } from '../support/pipeline.js';
+import { redisText, startPipeline, until, type Pipeline } from '../support/pipeline.js';
 
 /**
  * The dashboard in a real browser: Debian's Chromium, headless, driven by
@@ -131,7 +133,21 @@ describe('dashboard in a browser', () => {
       expect(await redisText(pipeline.runtime.redis, pipeline.prefix)).not.toContain('5555555555554444');
 
       // The other pages.
+      // A real export and the nightly schedule, as the export commands make them.
+      const { control } = pipeline.runtime.queues;
+      await enqueueExport(control, { format: 'csv', gzip: false });
+      await scheduleExport(control, { pattern: '0 2 * * *', tz: 'Europe/London', request: { format: 'csv', gzip: true } });
+      const exportsDir = path.join(pipeline.dataDir, 'exports');
+      const manifest = await until(async () => (await readdir(exportsDir).catch(() => [])).find((name) => name.endsWith('.manifest.json')), 'the export\'s manifest');
       await page.goto(`${dashboard.url}/exports`);
+      const run = page.locator('main table').nth(1).locator('tbody > tr').first();
+      await run.locator('summary').click();
+      expect(await run.textContent()).toContain(manifest);
+      expect(await page.locator('main').textContent()).toContain('0 2 * * *');
+      const file = manifest.replace('.manifest.json', '.csv');
+      const download = await page.request.get(`${dashboard.url}/exports/${file}`);
+      expect(download.status()).toBe(200);
+      expect((await download.text()).split('\n')[0]).toMatch(/^"?CustomerID"?,/);
       await shot(page, '08-exports');
       await page.goto(`${dashboard.url}/queue-health`);
       expect(await page.locator('main').textContent()).toContain('subsync-rows');
