@@ -168,20 +168,24 @@ export async function runExport(input: {
 
 /**
  * The customers of every listing in page order, each CustomerID once. Only
- * one page is in memory at a time, plus the set of CustomerIDs written.
+ * one page is in memory at a time; the CustomerIDs written are remembered
+ * only when they could repeat (partitioned, or pages not in ID order).
  */
 function assemble(paging: PagingOutcome, spool: Spool): { records: AsyncIterable<Customer>; duplicates: () => number } {
   let duplicates = 0;
+  const needSeen = paging.listings.length > 1 || paging.listings.some((l) => !l.ascending);
   async function* records(): AsyncGenerator<Customer> {
     const seen = new Set<string>();
     for (const { listing, pages } of paging.listings) {
       for (const page of pages) {
         for (const customer of await spool.read(listing, page)) {
-          if (seen.has(customer.CustomerID)) {
-            duplicates++;
-            continue;
+          if (needSeen) {
+            if (seen.has(customer.CustomerID)) {
+              duplicates++;
+              continue;
+            }
+            seen.add(customer.CustomerID);
           }
-          seen.add(customer.CustomerID);
           yield customer;
         }
       }

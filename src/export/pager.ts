@@ -71,6 +71,8 @@ export interface PagedListing {
   state: ListingState;
   /** The pages that make up the listing at its final count, in order (a page missing when rounds ran out is left out). */
   pages: number[];
+  /** Its CustomerIDs ascend through those pages, so none can repeat. */
+  ascending: boolean;
 }
 
 export interface PagingOutcome {
@@ -110,11 +112,36 @@ export function formatPages(pages: readonly number[]): string {
 const pageCountOf = (total: number, pageSize: number): number => Math.ceil(total / pageSize);
 const range = (from: number, to: number): number[] => Array.from({ length: Math.max(0, to - from) }, (_, i) => from + i);
 
+/** What a page's meta says of its CustomerIDs (state.ts keeps this rather than the IDs). */
+export function describeIds(ids: readonly string[]): Pick<PageMeta, 'first' | 'last' | 'asc'> {
+  let asc = true;
+  for (let i = 1; i < ids.length; i++) if (compareIds(ids[i - 1] ?? '', ids[i] ?? '') >= 0) asc = false;
+  return { first: ids[0] ?? null, last: ids[ids.length - 1] ?? null, asc };
+}
+
+/**
+ * Whether the CustomerIDs of pages 0..pageCount-1 strictly ascend across the
+ * whole listing (each page within, and each page after the one before it).
+ * When they do, no CustomerID can be on two pages.
+ */
+export function ascendsThroughout(pages: ReadonlyMap<number, PageMeta>, pageCount: number): boolean {
+  let previous: string | null = null;
+  for (const index of range(0, pageCount)) {
+    const page = pages.get(index);
+    if (!page || page.first === null || page.last === null) continue;
+    if (!page.asc || (previous !== null && compareIds(previous, page.first) >= 0)) return false;
+    previous = page.last;
+  }
+  return true;
+}
+
 /**
  * Checks the stored pages of a listing against its count at the end of a
- * round (`latest`); `totalAtStart` is the count its first page gave. Pure.
+ * round (`latest`); `totalAtStart` is the count its first page gave, and
+ * `duplicates` the number of CustomerIDs found on more than one of pages
+ * 0..ceil(latest / pageSize)-1 (0 when they ascend throughout). Pure.
  */
-export function evaluateListing(pages: ReadonlyMap<number, PageMeta>, latest: number, totalAtStart: number, pageSize: number): Verdict {
+export function evaluateListing(pages: ReadonlyMap<number, PageMeta>, latest: number, totalAtStart: number, pageSize: number, duplicates: number): Verdict {
   const pageCount = pageCountOf(latest, pageSize);
   const expected = (index: number): number => (index < pageCount - 1 ? pageSize : latest - pageSize * (pageCount - 1));
   const missing: number[] = [];
@@ -122,10 +149,6 @@ export function evaluateListing(pages: ReadonlyMap<number, PageMeta>, latest: nu
   let stale = false;
   let minSeen = Number.POSITIVE_INFINITY;
   let maxSeen = 0;
-  let ascending = true;
-  let previous: string | undefined;
-  const seen = new Set<string>();
-  let duplicates = 0;
   for (const index of range(0, pageCount)) {
     const page = pages.get(index);
     if (!page) {
@@ -136,17 +159,12 @@ export function evaluateListing(pages: ReadonlyMap<number, PageMeta>, latest: nu
     if (page.t !== latest) stale = true;
     minSeen = Math.min(minSeen, page.t);
     maxSeen = Math.max(maxSeen, page.t);
-    for (const id of page.ids) {
-      if (seen.has(id)) duplicates++;
-      else seen.add(id);
-      if (previous !== undefined && compareIds(previous, id) >= 0) ascending = false;
-      previous = id;
-    }
   }
   if (missing.length === 0 && short.length === 0 && !stale && duplicates === 0) return { consistent: true };
 
   // Only growth, at the end: no page saw fewer customers than at the start or
   // more than at the end, and IDs ascend across the whole listing.
+  const ascending = ascendsThroughout(pages, pageCount);
   const onlyAppended = minSeen >= totalAtStart && maxSeen <= latest && ascending && duplicates === 0;
   if (onlyAppended) {
     const reread = [...short, ...missing].sort((a, b) => a - b);
@@ -233,7 +251,7 @@ export async function readEverything(ctx: PagerContext): Promise<PagingOutcome> 
     }
     const pages = await store.pages(exportId, index);
     const count = pageCountOf(final.latest ?? 0, options.pageSize);
-    outcome.push({ listing: index, state: final, pages: range(0, count).filter((p) => pages.has(p)) });
+    outcome.push({ listing: index, state: final, pages: range(0, count).filter((p) => pages.has(p)), ascending: ascendsThroughout(pages, count) });
   }
   return { mode, listings: outcome };
 }
@@ -289,7 +307,11 @@ async function readListing(ctx: PagerContext, listing: number, initial: ListingS
     }
 
     const totalAtStart = state.totalAtStart ?? 0;
-    const verdict = evaluateListing(await store.pages(exportId, listing), state.latest ?? 0, totalAtStart, options.pageSize);
+    const latest = state.latest ?? 0;
+    const pages = await store.pages(exportId, listing);
+    const pageCount = pageCountOf(latest, options.pageSize);
+    const duplicates = ascendsThroughout(pages, pageCount) ? 0 : await countDuplicates(ctx, listing, pages, pageCount);
+    const verdict = evaluateListing(pages, latest, totalAtStart, options.pageSize, duplicates);
     if (verdict.consistent) {
       await save({ ...state, done: true, complete: true, reasons: verdict.note === undefined ? state.reasons : [...state.reasons, verdict.note] });
       return state;
@@ -316,6 +338,20 @@ async function readListing(ctx: PagerContext, listing: number, initial: ListingS
       verdict.reread.length + 1,
     );
   }
+}
+
+/** CustomerIDs on more than one of the listing's pages, read from the spool one page at a time. */
+async function countDuplicates(ctx: PagerContext, listing: number, pages: ReadonlyMap<number, PageMeta>, pageCount: number): Promise<number> {
+  const seen = new Set<string>();
+  let duplicates = 0;
+  for (const index of range(0, pageCount)) {
+    if (!pages.has(index)) continue;
+    for (const customer of await ctx.spool.read(listing, index)) {
+      if (seen.has(customer.CustomerID)) duplicates++;
+      else seen.add(customer.CustomerID);
+    }
+  }
+  return duplicates;
 }
 
 /** Reads pages concurrently; on the first failure the rest are not started, those in flight finish, and it throws. */
@@ -351,7 +387,7 @@ async function readPage(ctx: PagerContext, listing: number, contains: string, pa
     n: answer.Customers.length,
     t: answer.TotalItemCount,
     r: round,
-    ids: answer.Customers.map((c) => c.CustomerID),
+    ...describeIds(answer.Customers.map((c) => c.CustomerID)),
   });
   ctx.onPage?.();
   return meta;

@@ -8,7 +8,8 @@
  *   phase, counters: pagesDone/pagesPlanned, rows, requests, retries, ...);
  * - `<prefix>:export:<id>:listings` hash: listing number -> its state (JSON);
  * - `<prefix>:export:<id>:pages` hash: `<listing>:<page>` -> what that page
- *   held when it was read (JSON: count, TotalItemCount seen, CustomerIDs);
+ *   held when it was read (JSON: count, TotalItemCount seen, first and last
+ *   CustomerID; the IDs themselves are in the spool);
  * - `<prefix>:export:<id>:warnings` hash: code -> text, each said once;
  * - `<prefix>:exports` sorted set: export ids by start time.
  *
@@ -114,8 +115,11 @@ export const PageMetaSchema = z.object({
   r: z.number().int().min(1),
   /** Order of finishing among all page reads of the export. */
   s: z.number().int().min(0),
-  /** The CustomerIDs, in the order returned. */
-  ids: z.array(z.string()),
+  /** The first and last CustomerID as returned (null on an empty page): enough to see whether pages follow each other in ID order. */
+  first: z.string().nullable(),
+  last: z.string().nullable(),
+  /** The page's CustomerIDs strictly ascend. */
+  asc: z.boolean(),
 });
 export type PageMeta = z.infer<typeof PageMetaSchema>;
 

@@ -14,16 +14,17 @@
  * - Password is always empty: the interface returns it empty, and a
  *   credential never belongs in an export.
  *
- * The file is streamed to a temp name in the same folder, fsync'd, hashed
- * (sha256 of the bytes on disk, as `sha256sum` shows them) and renamed; the
+ * The file is streamed to a temp name in the same folder, hashed on the way
+ * (sha256 of the bytes written, after gzip: what `sha256sum` shows), fsync'd
+ * and renamed; the
  * manifest is written the same way after it, so a manifest always describes
  * a whole file. Files are mode 0640: they hold personal data.
  */
 import { createHash } from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
+import { createWriteStream } from 'node:fs';
 import { mkdir, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { Readable, type Transform } from 'node:stream';
+import { PassThrough, Readable, type Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
 import { stringify } from 'csv-stringify';
@@ -133,10 +134,18 @@ export async function writeExportFile(input: { dir: string; name: string; format
   const stages: Transform[] = [];
   if (format === 'csv') stages.push(stringify(CSV_OPTIONS));
   if (gzip) stages.push(createGzip());
+  // The hash sees exactly the bytes handed to the file, after gzip: what `sha256sum` reads back.
+  const hash = createHash('sha256');
+  const hashing = new PassThrough({
+    transform(chunk: Buffer, _encoding, done) {
+      hash.update(chunk);
+      done(null, chunk);
+    },
+  });
   try {
-    // flush: the bytes are on disk before the pipeline resolves, so the hash and the rename follow them.
-    await pipeline([Readable.from(lines()), ...stages, createWriteStream(temp, { flags: 'wx', mode: RESULT_FILE_MODE, flush: true })]);
-    const sha256 = await sha256Of(temp);
+    // flush: the bytes are on disk before the pipeline resolves, so the rename follows them.
+    await pipeline([Readable.from(lines()), ...stages, hashing, createWriteStream(temp, { flags: 'wx', mode: RESULT_FILE_MODE, flush: true })]);
+    const sha256 = hash.digest('hex');
     const { size } = await stat(temp);
     await rename(temp, target);
     await syncDirectory(dir);
@@ -184,10 +193,4 @@ export async function pruneExports(dir: string, keep: number, current: string): 
     }
   }
   return removed.sort();
-}
-
-async function sha256Of(file: string): Promise<string> {
-  const hash = createHash('sha256');
-  for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
-  return hash.digest('hex');
 }

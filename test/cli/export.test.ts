@@ -8,7 +8,7 @@ import { enqueueExport } from '../../src/export/job.js';
 import { createExportStore } from '../../src/export/state.js';
 import { SEARCH_PAGE_SIZE } from '../../src/policy.js';
 import { killAll, subsync, waitForOutput } from '../support/cli.js';
-import { createCustomers, expectedCsvRow, expectedJson, logSearches, readCsvRows, readManifest, waitForDone } from '../support/exports.js';
+import { cliEnv, createCustomers, expectedCsvRow, expectedJson, logSearches, readCsvRows, readManifest, waitForDone } from '../support/exports.js';
 import { startPipeline, until, type Pipeline } from '../support/pipeline.js';
 
 let pipeline: Pipeline | undefined;
@@ -21,24 +21,13 @@ afterEach(async () => {
   outDir = undefined;
 });
 
-/** The environment a spawned subsync needs to share the test's Redis prefix, sandbox and data dir. */
-function envOf(p: Pipeline): NodeJS.ProcessEnv {
-  return {
-    REDIS_URL: 'redis://127.0.0.1:6379',
-    SUBSYNC_QUEUE_PREFIX: p.prefix,
-    SUBSYNC_API_URL: p.sandbox.url,
-    SUBSYNC_DATA_DIR: p.dataDir,
-    SUBSYNC_LOG_LEVEL: 'warn',
-  };
-}
-
 const line = (text: string, label: string): string => new RegExp(`^${label}: (.+)$`, 'm').exec(text)?.[1] ?? '';
 
 describe('subsync export', () => {
   it('--wait prints the file and manifest; the rows are the service\'s customers and the sha256 is the file\'s', async () => {
     pipeline = await startPipeline();
     createCustomers(pipeline.sandbox.store, 1_234);
-    const run = subsync(['export', '--wait'], envOf(pipeline));
+    const run = subsync(['export', '--wait'], cliEnv(pipeline));
     expect((await run.exited).code).toBe(0);
     expect(run.stdout()).toMatch(/^export id: export-\d{8}T\d{6}Z-[0-9a-f]{6}$/m);
     const file = line(run.stdout(), 'file');
@@ -59,7 +48,7 @@ describe('subsync export', () => {
     createCustomers(pipeline.sandbox.store, 150);
     outDir = await mkdtemp(path.join(os.tmpdir(), 'subsync-export-out-'));
     const args = ['export', '--format', 'jsonl', '--gzip', '--out', outDir, '--keep', '1', '--wait', '--json'];
-    const first = subsync(args, envOf(pipeline));
+    const first = subsync(args, cliEnv(pipeline));
     expect((await first.exited).code).toBe(0);
     const objects = first.stdout().trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
     const file = String(objects.find((o) => 'file' in o)?.file);
@@ -69,7 +58,7 @@ describe('subsync export', () => {
     expect(lines.map((l) => JSON.parse(l) as unknown)).toEqual(pipeline.sandbox.store.customers().map(expectedJson));
 
     // The second run prunes the first (in the same second, its name carries its id and still counts as newer).
-    const second = subsync(args, envOf(pipeline));
+    const second = subsync(args, cliEnv(pipeline));
     expect((await second.exited).code).toBe(0);
     const kept = await readdir(outDir);
     expect(kept).toHaveLength(2);
@@ -77,7 +66,7 @@ describe('subsync export', () => {
     expect(kept.sort()).toEqual([path.basename(secondFile), path.basename(secondFile).replace(/\.jsonl\.gz$/, '.manifest.json')].sort());
     expect((await readManifest(path.join(outDir, kept.find((n) => n.endsWith('.manifest.json')) ?? ''))).pruned).toHaveLength(2);
 
-    const bad = subsync(['export', '--format', 'xml'], envOf(pipeline));
+    const bad = subsync(['export', '--format', 'xml'], cliEnv(pipeline));
     expect((await bad.exited).code).toBe(64);
     expect(bad.stderr()).toContain('expected csv or jsonl');
   });
@@ -94,7 +83,7 @@ describe('subsync export', () => {
     const store = createExportStore(pipeline.runtime.redis, pipeline.prefix);
     const exportId = await enqueueExport(pipeline.runtime.queues.control, { format: 'csv', gzip: false });
 
-    const first = subsync(['worker'], envOf(pipeline));
+    const first = subsync(['worker'], cliEnv(pipeline));
     await waitForOutput(first, /worker running/);
     await until(async () => ((await store.get(exportId))?.pagesDone ?? 0) >= 10 || undefined, 'ten pages to finish', 20_000, 5);
     first.child.kill('SIGKILL');
@@ -111,7 +100,7 @@ describe('subsync export', () => {
     expect(await job?.getState()).toBe('active');
     await job?.moveToWait();
 
-    const second = subsync(['worker'], envOf(pipeline));
+    const second = subsync(['worker'], cliEnv(pipeline));
     const { record, manifest } = await waitForDone(pipeline, exportId, 30_000);
     const lastPage = Math.ceil(sandbox.store.customers().length / SEARCH_PAGE_SIZE) - 1;
     // Requests the first worker had in flight when it died still arrive late, under the new phase: they are for unfinished pages.

@@ -4,6 +4,7 @@ import { EXPORT_SCHEDULER_ID } from '../../src/export/schedule.js';
 import { createExportStore } from '../../src/export/state.js';
 import { startWorkers } from '../../src/runtime.js';
 import { killAll, subsync } from '../support/cli.js';
+import { cliEnv } from '../support/exports.js';
 import { startPipeline, until, type Pipeline } from '../support/pipeline.js';
 
 let pipeline: Pipeline | undefined;
@@ -13,18 +14,8 @@ afterEach(async () => {
   pipeline = undefined;
 });
 
-function envOf(p: Pipeline): NodeJS.ProcessEnv {
-  return {
-    REDIS_URL: 'redis://127.0.0.1:6379',
-    SUBSYNC_QUEUE_PREFIX: p.prefix,
-    SUBSYNC_API_URL: p.sandbox.url,
-    SUBSYNC_DATA_DIR: p.dataDir,
-    SUBSYNC_LOG_LEVEL: 'warn',
-  };
-}
-
 async function run(p: Pipeline, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = subsync(args, envOf(p));
+  const child = subsync(args, cliEnv(p));
   const { code } = await child.exited;
   return { code, stdout: child.stdout(), stderr: child.stderr() };
 }

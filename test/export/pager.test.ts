@@ -1,12 +1,19 @@
 import { describe, expect, it } from 'vitest';
-import { compareIds, evaluateListing, formatPages } from '../../src/export/pager.js';
+import { ascendsThroughout, compareIds, describeIds, evaluateListing as evaluate, formatPages } from '../../src/export/pager.js';
 import type { PageMeta } from '../../src/export/state.js';
 
-/** Pages of `size` consecutive ids from `firstId`, each read when TotalItemCount was `t`. */
+/** Pages holding these CustomerIDs, each read when TotalItemCount was `t`. */
 function pages(spec: Array<{ index: number; ids: number[]; t: number }>): Map<number, PageMeta> {
-  return new Map(spec.map(({ index, ids, t }, s) => [index, { n: ids.length, t, r: 1, s, ids: ids.map(String) }]));
+  return new Map(spec.map(({ index, ids, t }, s) => [index, { n: ids.length, t, r: 1, s, ...describeIds(ids.map(String)) }]));
 }
 const ids = (from: number, count: number): number[] => Array.from({ length: count }, (_, i) => from + i);
+
+/** As the pager does it: duplicates are counted (from the IDs) only when the pages do not ascend throughout. */
+function evaluateListing(p: Map<number, PageMeta>, latest: number, start: number, size: number, all: number[][] = []) {
+  const flat = all.flat();
+  const duplicates = ascendsThroughout(p, Math.ceil(latest / size)) ? 0 : flat.length - new Set(flat).size;
+  return evaluate(p, latest, start, size, duplicates);
+}
 
 describe('evaluateListing', () => {
   it('accepts pages that add up to a count that held still', () => {
@@ -46,12 +53,12 @@ describe('evaluateListing', () => {
   });
 
   it('reads every page again when a CustomerID came back twice (an insertion in the middle shifted the pages)', () => {
-    const p = pages([
+    const spec = [
       { index: 0, ids: ids(1, 10), t: 26 },
       { index: 1, ids: ids(10, 10), t: 26 },
       { index: 2, ids: ids(20, 6), t: 26 },
-    ]);
-    const verdict = evaluateListing(p, 26, 25, 10);
+    ];
+    const verdict = evaluateListing(pages(spec), 26, 25, 10, spec.map((x) => x.ids));
     expect(verdict).toMatchObject({ consistent: false, reread: [0, 1, 2] });
     if (!verdict.consistent) expect(verdict.reason).toContain('came back on two pages');
   });
@@ -68,19 +75,22 @@ describe('evaluateListing', () => {
   });
 
   it('reads every page again when the count moved and the listing is not in CustomerID order', () => {
-    const p = pages([
-      { index: 0, ids: [5, 3, 9], t: 6 },
-      { index: 1, ids: [1, 7], t: 6 },
-    ]);
-    expect(evaluateListing(p, 6, 5, 3)).toMatchObject({ consistent: false, reread: [0, 1] });
+    const spec = [
+      { index: 0, ids: [5, 3, 9], t: 5 },
+      { index: 1, ids: [1, 7, 2], t: 6 },
+    ];
+    expect(evaluateListing(pages(spec), 6, 5, 3, spec.map((x) => x.ids))).toMatchObject({ consistent: false, reread: [0, 1] });
   });
 
   it('accepts a listing in any order when the count held still and nothing repeats', () => {
-    const p = pages([
+    const spec = [
       { index: 0, ids: [5, 3, 9], t: 5 },
       { index: 1, ids: [1, 7], t: 5 },
-    ]);
-    expect(evaluateListing(p, 5, 5, 3)).toEqual({ consistent: true });
+    ];
+    expect(evaluateListing(pages(spec), 5, 5, 3, spec.map((x) => x.ids))).toEqual({ consistent: true });
+    // The same shape with an ID on both pages is not.
+    const twice = [spec[0]!, { index: 1, ids: [1, 9], t: 5 }];
+    expect(evaluateListing(pages(twice), 5, 5, 3, twice.map((x) => x.ids))).toMatchObject({ consistent: false, reread: [0, 1] });
   });
 
   it('ignores pages past the final count (the listing shrank back)', () => {
@@ -89,6 +99,16 @@ describe('evaluateListing', () => {
       { index: 1, ids: ids(11, 1), t: 11 },
     ]);
     expect(evaluateListing(p, 10, 10, 10)).toEqual({ consistent: true });
+  });
+});
+
+describe('describeIds and ascendsThroughout', () => {
+  it('keep the first and last ID and whether the page ascends; pages ascend throughout when each follows the one before', () => {
+    expect(describeIds(['3', '10', '11'])).toEqual({ first: '3', last: '11', asc: true });
+    expect(describeIds(['3', '3'])).toMatchObject({ asc: false });
+    expect(describeIds([])).toEqual({ first: null, last: null, asc: true });
+    expect(ascendsThroughout(pages([{ index: 0, ids: [1, 2], t: 4 }, { index: 1, ids: [3, 9], t: 4 }]), 2)).toBe(true);
+    expect(ascendsThroughout(pages([{ index: 0, ids: [1, 5], t: 4 }, { index: 1, ids: [5, 9], t: 4 }]), 2)).toBe(false);
   });
 });
 

@@ -11,6 +11,17 @@ import type { Sandbox } from '../../src/sandbox/server.js';
 import type { SandboxStore } from '../../src/sandbox/store.js';
 import { until, type Pipeline } from './pipeline.js';
 
+/** The environment a spawned subsync needs to share the test's Redis prefix, sandbox and data dir. */
+export function cliEnv(p: Pipeline): NodeJS.ProcessEnv {
+  return {
+    REDIS_URL: 'redis://127.0.0.1:6379',
+    SUBSYNC_QUEUE_PREFIX: p.prefix,
+    SUBSYNC_API_URL: p.sandbox.url,
+    SUBSYNC_DATA_DIR: p.dataDir,
+    SUBSYNC_LOG_LEVEL: 'warn',
+  };
+}
+
 /** First names that try a CSV writer: quotes, commas, line breaks, unicode, formula triggers. */
 const FIRST_NAMES = ['Zoë', 'Jean "JJ"', 'Ana, María', 'Line\nBreak', 'Ōtani', '=cmd|calc', 'Søren\r', '@home', "D'Arcy", '+Plus', 'Émile 🎉'];
 const CITIES = ['São Paulo', 'Zürich, CH', 'Kraków', '"Quoted" Town', '-Minus'];
