@@ -46,7 +46,8 @@ export async function retryRows(store: ImportStore, queues: Queues, importId: st
       continue;
     }
     await store.reopenRow(importId, row, reopened);
-    if (job && (await job.isFailed())) await job.retry('failed');
+    // A retried row gets its full attempts again.
+    if (job && (await job.isFailed())) await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
     else {
       if (job) await job.remove();
       await queues.rows.add(entry.j, { importId, row }, rowJobOptions(importId, row, record.options.attempts));

@@ -49,7 +49,7 @@ describe('a Redis that restarted empty', () => {
     const status = await runImport(second, file);
     expect(status.counts).toMatchObject({ reconciled: ROWS, created: 0 });
     expect(pipeline.sandbox.store.customers().filter((c) => c.LastName === 'Amnesia')).toHaveLength(ROWS);
-  });
+  }, 90_000);
 });
 
 describe('a cut Redis connection', () => {
@@ -85,5 +85,5 @@ describe('a cut Redis connection', () => {
     const names = pipeline.sandbox.store.customers().filter((c) => c.LastName === 'Severed').map((c) => c.FirstName);
     expect(new Set(names).size).toBe(rows);
     expect(names).toHaveLength(rows);
-  });
+  }, 120_000);
 });
