@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { enqueueExport } from '../../src/export/job.js';
 import { createExportStore } from '../../src/export/state.js';
 import { SEARCH_PAGE_SIZE } from '../../src/policy.js';
+import { SandboxRefusal } from '../../src/sandbox/store.js';
 import { killAll, subsync, waitForOutput } from '../support/cli.js';
 import { cliEnv, createCustomers, expectedCsvRow, expectedJson, logSearches, readCsvRows, readManifest, waitForDone } from '../support/exports.js';
 import { startPipeline, until, type Pipeline } from '../support/pipeline.js';
@@ -69,6 +70,20 @@ describe('subsync export', () => {
     const bad = subsync(['export', '--format', 'xml'], cliEnv(pipeline));
     expect((await bad.exited).code).toBe(64);
     expect(bad.stderr()).toContain('expected csv or jsonl');
+  });
+
+  it('--wait exits 1 naming the reason when the export fails for good (a refusal is not retried)', async () => {
+    pipeline = await startPipeline();
+    let searches = 0;
+    logSearches(pipeline.sandbox, () => {
+      searches++;
+      throw new SandboxRefusal(401, 'Not authorised');
+    });
+    const run = subsync(['export', '--wait'], cliEnv(pipeline));
+    expect((await run.exited).code).toBe(1);
+    expect(run.stderr()).toMatch(/subsync: export export-\S+ failed: Not authorised \(API_UNAUTHORIZED 401\)/);
+    expect(run.stderr()).not.toContain('    at ');
+    expect(searches).toBe(1);
   });
 
   it('an export whose worker is killed resumes in the next worker without reading its finished pages again', async () => {

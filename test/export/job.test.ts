@@ -96,6 +96,17 @@ describe('export job', () => {
     },
   );
 
+  it('rides out 429s and 503s: the fleet budget waits out Retry-After, transient failures are retried, the manifest counts both', async () => {
+    pipeline = await startPipeline({ faults: { rateLimit: 4, errorRate: 0.2 } });
+    createCustomers(pipeline.sandbox.store, 995);
+    const { record, manifest } = await exportNow(pipeline);
+    expect((await readCsvRows(record.file ?? '')).slice(1)).toEqual(pipeline.sandbox.store.customers().map(expectedCsvRow));
+    const stats = pipeline.sandbox.stats();
+    expect(stats.faults.rateLimited).toBeGreaterThan(0);
+    expect(manifest).toMatchObject({ complete: true, count: 1_000, rateLimited: stats.faults.rateLimited, retries: stats.faults.error5xx });
+    expect(manifest.requests).toBe(stats.byEndpoint.searchCustomers);
+  });
+
   it('falls back to one search per character when the service refuses an empty contains, and says so', async () => {
     pipeline = await startPipeline({ seed: false });
     createCustomers(pipeline.sandbox.store, 300);
