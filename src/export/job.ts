@@ -20,7 +20,7 @@ import { DEFAULT_BACKOFF, FAILED_RETENTION_SECONDS } from '../queue/queues.js';
 import { storeKeys } from '../store/keys.js';
 import { formatPages, readEverything, type PagerOptions, type PagingOutcome } from './pager.js';
 import { EXPORT_JOB, ExportRequestSchema, exportIdOf, exportsDirOf, fileStamp, type ExportRequest } from './request.js';
-import { openSpool, spoolDirOf, type Spool } from './spool.js';
+import { openSpool, pruneSpools, spoolDirOf, type Spool } from './spool.js';
 import { createExportStore, type ExportRecord, type ExportStore } from './state.js';
 import { chooseBase, exportFileName, pruneExports, writeExportFile, writeManifest, type ExportManifest } from './writer.js';
 
@@ -126,6 +126,8 @@ export async function runExport(input: {
   log.info({ resumedPages: record.pagesDone, run: record.runs + 1 }, record.pagesDone > 0 ? 'export resumed' : 'export started');
 
   const spool = openSpool(spoolDirOf(exportsDirOf(deps.dataDir), exportId));
+  const stale = await pruneSpools(exportsDirOf(deps.dataDir), FAILED_RETENTION_SECONDS * 1000, exportId);
+  if (stale.length > 0) log.info({ stale }, 'removed the spools of exports abandoned for the failed-job retention');
   const paging = await readEverything({
     exportId,
     api: deps.api,

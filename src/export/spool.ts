@@ -8,7 +8,7 @@
  * whole file (on this machine: see `has`).
  */
 import { randomBytes } from 'node:crypto';
-import { access, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { access, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { CustomerSchema, type Customer } from '../api/schemas/index.js';
 
@@ -23,6 +23,24 @@ export interface Spool {
 }
 
 export const spoolDirOf = (exportsDir: string, exportId: string): string => path.join(exportsDir, '.spool', exportId);
+
+/**
+ * Removes the spools of exports untouched for `maxAgeMs` (failed for good and
+ * never retried: BullMQ drops failed jobs after the same retention), but
+ * never `keep`'s. Returns the export ids removed.
+ */
+export async function pruneSpools(exportsDir: string, maxAgeMs: number, keep: string, now = Date.now()): Promise<string[]> {
+  const root = path.join(exportsDir, '.spool');
+  const removed: string[] = [];
+  for (const id of await readdir(root).catch(() => [] as string[])) {
+    if (id === keep) continue;
+    const info = await stat(path.join(root, id)).catch(() => undefined);
+    if (!info?.isDirectory() || now - info.mtimeMs < maxAgeMs) continue;
+    await rm(path.join(root, id), { recursive: true, force: true });
+    removed.push(id);
+  }
+  return removed;
+}
 
 /** Owner only: the pages hold customers' personal data and are nobody else's business. */
 const SPOOL_MODE = 0o600;
