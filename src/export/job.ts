@@ -5,12 +5,12 @@
  * that is killed or fails is resumed by the job's next run from the pages
  * already finished (state.ts, spool.ts).
  */
+import { randomBytes } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { UnrecoverableError, type Job, type Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { randomBytes } from 'node:crypto';
 import type { ApiClient } from '../api/client.js';
 import { ApiError } from '../api/errors.js';
 import { CUSTOMER_FIELDS, type Customer } from '../api/schemas/index.js';
@@ -122,7 +122,8 @@ export async function runExport(input: {
   if (record.status === 'done' && record.file && record.manifest) {
     return { exportId, file: record.file, manifest: record.manifest, count: record.count ?? 0, complete: record.complete ?? false };
   }
-  await store.update(exportId, { status: 'running', resumedPages: record.pagesDone, runs: record.runs + 1 });
+  // outDir: without --out, the file goes to the data dir of the worker that writes it, like results files.
+  await store.update(exportId, { status: 'running', outDir, resumedPages: record.pagesDone, runs: record.runs + 1 });
   log.info({ resumedPages: record.pagesDone, run: record.runs + 1 }, record.pagesDone > 0 ? 'export resumed' : 'export started');
 
   const spool = openSpool(spoolDirOf(exportsDirOf(deps.dataDir), exportId));
