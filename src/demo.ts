@@ -12,11 +12,13 @@ import { openRuntime, startWorkers } from './runtime.js';
 import { startSandbox } from './sandbox/server.js';
 import { ROW_STATUSES } from './outcomes.js';
 import { FileRejectedError } from './csv/errors.js';
+import { waitForExport } from './cli/export.js';
+import { enqueueExport } from './export/job.js';
 
 /**
  * The end-to-end demo (DESIGN section 8): the in-process sandbox and a worker,
  * every file in samples/ imported through Redis, a table of outcomes per file
- * and where the results are. Needs only Redis. Its queue keys live under a
+ * and where the results are, then an export of every customer. Needs only Redis. Its queue keys live under a
  * prefix of their own and are removed at the end; the results files stay.
  */
 export async function runDemo(print: (line: string) => void = console.log, env: NodeJS.ProcessEnv = process.env): Promise<ImportStatus[]> {
@@ -63,6 +65,11 @@ export async function runDemo(print: (line: string) => void = console.log, env: 
     for (const row of rows) print(row.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join('  ').trimEnd());
     print('');
     print('Each results folder holds results.csv (every row and its outcome), errors.csv (the rows to fix) and summary.json.');
+
+    // Then every customer of the sandbox back out into a file, as the nightly export does.
+    const exportId = await enqueueExport(runtime.queues.control, { format: 'csv', gzip: false });
+    const exported = await waitForExport(runtime, exportId, undefined);
+    print(`export: ${exported.count ?? 0} customers in ${path.relative(process.cwd(), exported.file ?? '')} (manifest ${path.relative(process.cwd(), exported.manifest ?? '')})`);
     return statuses;
   } finally {
     await runtime.close();
