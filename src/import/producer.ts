@@ -105,6 +105,10 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
       return { outcome: 'dry-run', importId, kind, rows: check.rows, invalid: check.invalid, errors: check.errors, offers };
     }
     if (check.invalid > 0) return { outcome: 'rejected', importId, kind, rows: check.rows, invalid: check.invalid, errors: check.errors };
+  } else {
+    // A malformed record (an unclosed quote) deep in the file must reject it
+    // before anything is queued, not leave an import half enqueued.
+    await readThrough(file);
   }
 
   const resumed = existing !== undefined;
@@ -185,6 +189,16 @@ export function jobNameOf(plan: ColumnPlan, cells: readonly string[], options: R
   if (plan.kind === 'cards') return 'paymentMethod.update';
   if ((cellOf(plan, cells, 'CustomerID') ?? '').trim() !== '') return 'customer.update';
   return options.match ? 'customer.upsert' : 'customer.create';
+}
+
+/** Parses the whole file without validating rows: throws CsvFormatError for a malformed one. */
+async function readThrough(file: string): Promise<void> {
+  const csv = await openCsv(file);
+  try {
+    for await (const _row of csv.rows);
+  } finally {
+    csv.close();
+  }
 }
 
 /** sha256 of the kind and the file's bytes, streamed: the import id. */

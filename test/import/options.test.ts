@@ -67,6 +67,17 @@ describe('import options', () => {
     expect(await pipeline.runtime.queues.rows.count()).toBe(0);
   });
 
+  it('a malformed record deep in the file rejects it before any row is queued', async () => {
+    pipeline = await startPipeline({ workers: false });
+    const lines = ['FirstName,LastName'];
+    for (let i = 1; i <= 2_000; i++) lines.push(`Row${i},Malformed`);
+    lines.push('"Unclosed,Quote');
+    const file = await pipeline.file('malformed.csv', `${lines.join('\n')}\n`);
+    await expect(importFile({ file }, deps(pipeline))).rejects.toMatchObject({ code: 'CSV_FORMAT' });
+    expect(await pipeline.runtime.queues.rows.count()).toBe(0);
+    expect(await pipeline.runtime.store.listImportIds()).toEqual([]);
+  });
+
   it('--map renames an operator\'s own columns', async () => {
     pipeline = await startPipeline();
     const map = path.join(pipeline.dataDir, 'map.json');
