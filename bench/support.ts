@@ -1,0 +1,147 @@
+/**
+ * What every measurement of `npm run bench` shares: a table row, a fresh
+ * runtime on its own Redis key prefix (removed after), a concurrent loop, a
+ * spawned `subsync` process with its peak RSS.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { loadConfig, type Config } from '../src/config.js';
+import { createLogger } from '../src/log.js';
+import { deleteKeysWithPrefix } from '../src/queue/redis.js';
+import { openRuntime, type Runtime } from '../src/runtime.js';
+import { importStatus, type ImportStatus } from '../src/import/status.js';
+
+export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const cliJs = path.join(root, 'dist', 'src', 'cli.js');
+
+/** One line of the table: a figure, subsync's value, the baseline's, and a note (sizes, targets). */
+export interface BenchRow {
+  figure: string;
+  subsync: number | string;
+  baseline: number | string;
+  /** Unit or baseline label. */
+  baselineLabel: string;
+  note: string;
+}
+
+export const fmt = (value: number | string): string => (typeof value === 'number' ? (Math.abs(value) >= 100 ? value.toFixed(0) : value.toFixed(2)) : value);
+export const ratio = (a: number | string, b: number | string): string => (typeof a === 'number' && typeof b === 'number' && b !== 0 ? (a / b).toFixed(2) : '—');
+
+/** A runtime on a fresh key prefix and data dir; `close` removes both. */
+export interface BenchRuntime {
+  runtime: Runtime;
+  prefix: string;
+  dataDir: string;
+  env: NodeJS.ProcessEnv;
+  close(): Promise<void>;
+}
+
+export async function openBenchRuntime(config: Partial<Config> = {}): Promise<BenchRuntime> {
+  const prefix = `subsync-bench-${randomUUID().slice(0, 8)}`;
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'subsync-bench-'));
+  const full: Config = { ...loadConfig({}), redisUrl: REDIS_URL, queuePrefix: prefix, dataDir, logLevel: 'error', ...config };
+  const runtime = await openRuntime(full, createLogger({ level: full.logLevel, destination: process.stderr }));
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, REDIS_URL, SUBSYNC_QUEUE_PREFIX: prefix, SUBSYNC_DATA_DIR: dataDir, SUBSYNC_LOG_LEVEL: 'warn' };
+  return {
+    runtime,
+    prefix,
+    dataDir,
+    env,
+    async close() {
+      await runtime.close();
+      await deleteKeys(prefix);
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export async function deleteKeys(prefix: string): Promise<void> {
+  const redis = new Redis(REDIS_URL);
+  try {
+    await deleteKeysWithPrefix(redis, prefix);
+  } finally {
+    await redis.quit();
+  }
+}
+
+/** Runs `task(i)` for i in [0, count) with `concurrency` in flight; returns seconds taken. */
+export async function runConcurrent(count: number, concurrency: number, task: (i: number) => Promise<unknown>): Promise<number> {
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < count) await task(next++);
+    }),
+  );
+  return (performance.now() - started) / 1000;
+}
+
+/** Polls the import until its results are written (`finished`); throws after `timeoutMs`. */
+export async function waitFinished(runtime: Runtime, importId: string, timeoutMs: number): Promise<ImportStatus> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const status = await importStatus(runtime.store, importId);
+    if (status?.finished) return status;
+    if (Date.now() > deadline) throw new Error(`import ${importId} not finished after ${timeoutMs} ms: ${JSON.stringify(status?.counts)} settled ${status?.settledRows}/${status?.total}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** A spawned `node dist/src/cli.js ARGS`, with output collected. */
+export interface Spawned {
+  child: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  exited: Promise<number | null>;
+}
+
+export function spawnCli(args: string[], env: NodeJS.ProcessEnv, options: { timeV?: boolean; nodeArgs?: string[] } = {}): Spawned {
+  const node = [...(options.nodeArgs ?? []), cliJs, ...args];
+  const child = options.timeV ? spawn('/usr/bin/time', ['-v', process.execPath, ...node], { cwd: root, env }) : spawn(process.execPath, node, { cwd: root, env });
+  let out = '';
+  let err = '';
+  child.stdout?.setEncoding('utf8').on('data', (c: string) => (out += c));
+  child.stderr?.setEncoding('utf8').on('data', (c: string) => (err += c));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return { child, stdout: () => out, stderr: () => err, exited };
+}
+
+/** Peak RSS (VmHWM) of a live process in MB, or undefined. */
+export async function peakRssMb(pid: number | undefined): Promise<number | undefined> {
+  if (pid === undefined) return undefined;
+  try {
+    const status = await readFile(`/proc/${pid}/status`, 'utf8');
+    const match = /VmHWM:\s+(\d+) kB/.exec(status);
+    return match ? Number(match[1]) / 1024 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** `Maximum resident set size (kbytes)` of `/usr/bin/time -v` output, in MB. */
+export function timeVRssMb(stderr: string): number | undefined {
+  const match = /Maximum resident set size \(kbytes\): (\d+)/.exec(stderr);
+  return match ? Number(match[1]) / 1024 : undefined;
+}
+
+/** used_memory once Redis has freed what earlier UNLINKs handed to its background thread. */
+export async function usedMemory(redis: Redis): Promise<number> {
+  for (let i = 0; i < 100; i++) {
+    const pending = /lazyfree_pending_objects:(\d+)/.exec(await redis.info('memory'));
+    if (!pending || pending[1] === '0') break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const info = await redis.info('memory');
+  const match = /used_memory:(\d+)/.exec(info);
+  return match ? Number(match[1]) : NaN;
+}
+
+export const log = (line: string): void => {
+  process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+};
