@@ -1,77 +1,62 @@
 /**
- * `npm run bench`: figures measured in one run on this machine, each beside a
- * baseline measured in the same run. Nothing here asserts; it prints.
+ * `npm run bench`: one table of figures measured in one run on this machine,
+ * each beside a baseline measured in the same run (or a target, where the
+ * issue gives one), with the ratio. Nothing here asserts; it prints.
  *
- * Present so far: the API client's overhead (schema parsing, error
- * classification, hooks) against a raw undici loop sending the same requests
- * to the same in-process sandbox at the same concurrency. The import, export,
- * rate and latency benchmarks join this table with their issues.
+ * One file per measurement (apiClient, importThroughput, producer,
+ * rateAdherence, exportBench); this file orchestrates and prints. Sizes are
+ * chosen so the whole run takes a few minutes on 2 cores; each row names its
+ * size, and the issue's size where it differs. Progress goes to stderr, the
+ * table to stdout.
  */
 import os from 'node:os';
-import { Pool } from 'undici';
-import { createApiClient } from '../src/api/client.js';
-import type { CustomerInput } from '../src/api/schemas/index.js';
-import { startSandbox } from '../src/sandbox/server.js';
+import { apiClient } from './apiClient.js';
+import { exportBench } from './exportBench.js';
+import { importThroughput, latencyTolerance } from './importThroughput.js';
+import { producer } from './producer.js';
+import { rateAdherence } from './rateAdherence.js';
+import { fmt, log, ratio, type BenchRow } from './support.js';
 
-const REQUESTS = 20_000;
-const CONCURRENCY = 32;
+const size = (name: string, fallback: number): number => {
+  const value = Number(process.env[name]);
+  return Number.isSafeInteger(value) && value > 0 ? value : fallback;
+};
 
-const body = (i: number): CustomerInput => ({
-  FirstName: `Bench${i}`, MiddleName: '', LastName: 'Marker', NamePrefix: '', NameSuffix: '', Title: '', Company: '',
-  EmailAddress: `bench${i}@example.com`, Password: '', AddressLine1: '', AddressLine2: '', City: '', StateProvince: '',
-  PostalCode: '', CountryCode: 'GBR', HomeNumber: '', MobileNumber: null, WorkNumber: '', FAXNumber: '', WebPageURL: '',
-});
+const SIZES = {
+  importRows: size('BENCH_IMPORT_ROWS', 20_000),
+  producerSmall: size('BENCH_PRODUCER_SMALL', 100_000),
+  producerLarge: size('BENCH_PRODUCER_LARGE', 300_000),
+  rateRows: size('BENCH_RATE_ROWS', 2_000),
+  exportCustomers: size('BENCH_EXPORT_CUSTOMERS', 100_000),
+  latencyRows: size('BENCH_LATENCY_ROWS', 2_000),
+};
 
-/** Runs `task(i)` for i in [0, count) with `concurrency` in flight; returns requests per second. */
-async function rate(count: number, concurrency: number, task: (i: number) => Promise<unknown>): Promise<number> {
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < count) await task(next++);
-    }),
-  );
-  return count / ((performance.now() - started) / 1000);
-}
-
-async function measure(name: string, run: (url: string) => Promise<number>): Promise<number> {
-  const sandbox = await startSandbox({ port: 0, seed: false });
+const started = performance.now();
+const rows: BenchRow[] = [];
+const step = async (name: string, run: () => Promise<BenchRow[]>): Promise<void> => {
+  log(`${name}…`);
+  const t = performance.now();
   try {
-    return await run(sandbox.url);
-  } finally {
-    await sandbox.close();
+    rows.push(...(await run()));
+  } catch (error) {
+    log(`${name} failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}`);
+    rows.push({ figure: `${name}: FAILED`, subsync: '—', baseline: '—', baselineLabel: '', note: error instanceof Error ? error.message.slice(0, 200) : String(error) });
   }
-}
+  log(`${name} took ${((performance.now() - t) / 1000).toFixed(0)} s`);
+};
 
-const rows: Array<{ figure: string; subsync: number; baseline: number }> = [];
-for (const [label, endpoint] of [['create customer (POST)', 'create'], ['get offer (GET)', 'offer']] as const) {
-  const raw = await measure('raw', async (url) => {
-    const pool = new Pool(url, { connections: 128, pipelining: 1 });
-    try {
-      return await rate(REQUESTS, CONCURRENCY, async (i) => {
-        const response = endpoint === 'create'
-          ? await pool.request({ method: 'POST', path: '/json/customers', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body(i)) })
-          : await pool.request({ method: 'GET', path: '/json/offers/STREAM-PLUS' });
-        await response.body.json();
-      });
-    } finally {
-      await pool.close();
-    }
-  });
-  const client = await measure('client', async (url) => {
-    const api = createApiClient({ baseUrl: url });
-    try {
-      return await rate(REQUESTS, CONCURRENCY, (i) => (endpoint === 'create' ? api.createCustomer(body(i)) : api.getOffer('STREAM-PLUS')));
-    } finally {
-      await api.close();
-    }
-  });
-  rows.push({ figure: `API client, ${label}, ${REQUESTS} requests at concurrency ${CONCURRENCY} (req/s)`, subsync: client, baseline: raw });
-}
+await step('API client', () => apiClient(20_000, 32));
+await step('import throughput', () => importThroughput(SIZES.importRows, [8, 32, 64]));
+await step('producer', () => producer([SIZES.producerSmall, SIZES.producerLarge]));
+await step('rate adherence', () => rateAdherence(SIZES.rateRows, 200));
+await step('export', () => exportBench(SIZES.exportCustomers));
+await step('latency tolerance', () => latencyTolerance(SIZES.latencyRows, 32, 50));
 
-console.log(`machine: ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}`);
-console.log('| figure | subsync | baseline (raw undici) | ratio |');
-console.log('|---|---:|---:|---:|');
+const cpus = os.cpus();
+console.log(`machine: ${cpus.length} × ${cpus[0]?.model ?? 'cpu'}, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, Node ${process.version}, ${os.platform()} ${os.release()}`);
+console.log(`command: npm run bench (node ${process.argv.slice(1).join(' ')}); whole run ${((performance.now() - started) / 1000).toFixed(0)} s`);
+console.log('| figure | subsync | baseline | baseline is | ratio | note |');
+console.log('|---|---:|---:|---|---:|---|');
 for (const row of rows) {
-  console.log(`| ${row.figure} | ${row.subsync.toFixed(0)} | ${row.baseline.toFixed(0)} | ${(row.subsync / row.baseline).toFixed(2)} |`);
+  console.log(`| ${row.figure} | ${fmt(row.subsync)} | ${fmt(row.baseline)} | ${row.baselineLabel} | ${ratio(row.subsync, row.baseline)} | ${row.note} |`);
 }
