@@ -5,9 +5,11 @@
  *
  * One file per measurement (apiClient, importThroughput, producer,
  * rateAdherence, exportBench); this file orchestrates and prints. Sizes are
- * chosen so the whole run takes a few minutes on 2 cores; each row names its
- * size, and the issue's size where it differs. Progress goes to stderr, the
- * table to stdout.
+ * the issue's (about 7 minutes on 2 cores), each row naming its size; for a
+ * quicker look set BENCH_IMPORT_ROWS, BENCH_PRODUCER_SMALL,
+ * BENCH_PRODUCER_LARGE, BENCH_RATE_ROWS, BENCH_EXPORT_CUSTOMERS,
+ * BENCH_LATENCY_ROWS. Progress goes to stderr, the table to stdout.
+ * `node dist/bench/profileImport.js [ROWS]` profiles a worker during an import.
  */
 import os from 'node:os';
 import { apiClient } from './apiClient.js';
@@ -25,8 +27,8 @@ const size = (name: string, fallback: number): number => {
 const SIZES = {
   importRows: size('BENCH_IMPORT_ROWS', 20_000),
   producerSmall: size('BENCH_PRODUCER_SMALL', 100_000),
-  producerLarge: size('BENCH_PRODUCER_LARGE', 300_000),
-  rateRows: size('BENCH_RATE_ROWS', 2_000),
+  producerLarge: size('BENCH_PRODUCER_LARGE', 1_000_000),
+  rateRows: size('BENCH_RATE_ROWS', 4_000),
   exportCustomers: size('BENCH_EXPORT_CUSTOMERS', 100_000),
   latencyRows: size('BENCH_LATENCY_ROWS', 2_000),
 };
