@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import type { StoreKeys } from '../store/keys.js';
+import { luaScript } from '../store/script.js';
 
 /**
  * The one API budget of the whole fleet (DESIGN section 1), kept in Redis so
@@ -44,15 +45,18 @@ if untilMs > current then redis.call('SET', KEYS[1], tostring(untilMs), 'PX', to
 return 0
 `;
 
+const acquireScript = luaScript(ACQUIRE_SCRIPT);
+const blockScript = luaScript(BLOCK_SCRIPT);
+
 export function createBudget(redis: Redis, keys: StoreKeys, options: { rate: number | undefined }): ApiBudget {
   const interval = options.rate === undefined ? 0 : 1000 / options.rate;
   return {
     async acquire() {
-      const wait = Number(await redis.eval(ACQUIRE_SCRIPT, 2, keys.budgetTat, keys.budgetBlockedUntil, String(interval)));
+      const wait = Number(await acquireScript.run(redis, [keys.budgetTat, keys.budgetBlockedUntil], [String(interval)]));
       if (wait > 0) await sleep(wait);
     },
     async block(ms) {
-      if (ms > 0) await redis.eval(BLOCK_SCRIPT, 1, keys.budgetBlockedUntil, String(Math.ceil(ms)));
+      if (ms > 0) await blockScript.run(redis, [keys.budgetBlockedUntil], [String(Math.ceil(ms))]);
     },
   };
 }

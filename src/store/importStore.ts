@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { IMPORT_KINDS, JOB_NAMES, ROW_STATUSES, type ImportKind, type JobName, type RowStatus } from '../outcomes.js';
 import { storeKeys } from './keys.js';
+import { luaScript } from './script.js';
 
 /**
  * The import state in Redis (DESIGN section 4): one record per import, and a
@@ -145,6 +146,11 @@ redis.call('HSET', KEYS[1], 'total', ARGV[1], 'state', 'enqueued')
 return {tonumber(redis.call('HGET', KEYS[2], 'settled') or '0'), tonumber(redis.call('HGET', KEYS[1], 'round') or '0')}
 `;
 
+const settleScript = luaScript(SETTLE_SCRIPT);
+const updateUnsettledScript = luaScript(UPDATE_UNSETTLED_SCRIPT);
+const reopenScript = luaScript(REOPEN_SCRIPT);
+const markEnqueuedScript = luaScript(MARK_ENQUEUED_SCRIPT);
+
 /** What settling told: whether this call settled the row, and whether the import is now complete. */
 export interface SettleResult {
   applied: boolean;
@@ -161,9 +167,10 @@ export function createImportStore(redis: Redis, prefix: string) {
   const keys = storeKeys(prefix);
 
   async function settle(importId: string, row: number, entry: LedgerEntry, now = Date.now()): Promise<SettleResult> {
-    const reply = await redis.eval(
-      SETTLE_SCRIPT, 3, keys.ledger(importId), keys.counts(importId), keys.importRecord(importId),
-      String(row), JSON.stringify(entry), entry.s, String(now),
+    const reply = await settleScript.run(
+      redis,
+      [keys.ledger(importId), keys.counts(importId), keys.importRecord(importId)],
+      [String(row), JSON.stringify(entry), entry.s, String(now)],
     );
     const [applied, settled, total, round] = numbers4(reply);
     return { applied: applied === 1, settled, complete: applied === 1 && total >= 0 && settled === total, round };
@@ -232,19 +239,19 @@ export function createImportStore(redis: Redis, prefix: string) {
 
     /** Writes an unsettled entry (sent, back to pending, pre-existing ids); false if the row settled meanwhile. */
     async updateUnsettled(importId: string, row: number, entry: LedgerEntry): Promise<boolean> {
-      const reply = await redis.eval(UPDATE_UNSETTLED_SCRIPT, 1, keys.ledger(importId), String(row), JSON.stringify(entry));
+      const reply = await updateUnsettledScript.run(redis, [keys.ledger(importId)], [String(row), JSON.stringify(entry)]);
       return reply === 1;
     },
 
     /** Reopens a settled row for retry; returns the new round, or undefined when it was not settled. */
     async reopenRow(importId: string, row: number, entry: LedgerEntry): Promise<number | undefined> {
-      const reply = await redis.eval(REOPEN_SCRIPT, 3, keys.ledger(importId), keys.counts(importId), keys.importRecord(importId), String(row), JSON.stringify(entry));
+      const reply = await reopenScript.run(redis, [keys.ledger(importId), keys.counts(importId), keys.importRecord(importId)], [String(row), JSON.stringify(entry)]);
       return typeof reply === 'number' && reply > 0 ? reply : undefined;
     },
 
     /** Records the row total; `complete` when every row had already settled (all invalid, or fast workers). */
     async markEnqueued(importId: string, total: number): Promise<{ settled: number; complete: boolean; round: number }> {
-      const reply = await redis.eval(MARK_ENQUEUED_SCRIPT, 2, keys.importRecord(importId), keys.counts(importId), String(total));
+      const reply = await markEnqueuedScript.run(redis, [keys.importRecord(importId), keys.counts(importId)], [String(total)]);
       const [settled, round] = z.tuple([z.number(), z.number()]).parse(reply);
       return { settled, complete: settled === total, round };
     },

@@ -1,0 +1,25 @@
+import { createHash } from 'node:crypto';
+import type { Redis } from 'ioredis';
+
+/**
+ * A Lua script run by its SHA1 (EVALSHA), so the hot path sends a 40-byte
+ * hash instead of the script text on every call; the text goes once, when a
+ * Redis (new, restarted or flushed) answers NOSCRIPT.
+ */
+export interface LuaScript {
+  run(redis: Redis, keys: readonly string[], args: readonly string[]): Promise<unknown>;
+}
+
+export function luaScript(lua: string): LuaScript {
+  const sha = createHash('sha1').update(lua).digest('hex');
+  return {
+    async run(redis, keys, args) {
+      try {
+        return await redis.evalsha(sha, keys.length, ...keys, ...args);
+      } catch (error) {
+        if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
+        return redis.eval(lua, keys.length, ...keys, ...args);
+      }
+    },
+  };
+}

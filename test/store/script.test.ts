@@ -1,0 +1,29 @@
+import { Redis } from 'ioredis';
+import { afterEach, describe, expect, it } from 'vitest';
+import { luaScript } from '../../src/store/script.js';
+import { startOwnRedis, type OwnRedis } from '../support/redisServer.js';
+
+let own: OwnRedis | undefined;
+afterEach(async () => {
+  await own?.stop();
+  own = undefined;
+});
+
+describe('luaScript', () => {
+  it('sends the script text once, then only its hash, and again after Redis forgot it', async () => {
+    own = await startOwnRedis();
+    const redis = new Redis(own.url);
+    try {
+      const incr = luaScript("return redis.call('INCRBY', KEYS[1], ARGV[1])");
+      expect(await incr.run(redis, ['n'], ['2'])).toBe(2);
+      expect(await incr.run(redis, ['n'], ['3'])).toBe(5);
+      await redis.script('FLUSH');
+      expect(await incr.run(redis, ['n'], ['1'])).toBe(6);
+      const stats = String(await redis.info('commandstats'));
+      expect(Number(/cmdstat_eval:calls=(\d+)/.exec(stats)?.[1])).toBe(2);
+      expect(Number(/cmdstat_evalsha:calls=(\d+)/.exec(stats)?.[1])).toBe(3);
+    } finally {
+      redis.disconnect();
+    }
+  });
+});
