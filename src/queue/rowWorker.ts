@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -158,6 +159,8 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowJobData, un
   }
 
   const worker = new Worker<RowJobData, unknown, JobName>(ROWS_QUEUE, processRow, {
+    // Stored on each job it runs (job.processedBy): which process on which machine ran a row.
+    name: `${hostname()}:${process.pid}`,
     connection: options.connection,
     prefix: options.prefix,
     concurrency: options.concurrency,
