@@ -1,17 +1,18 @@
 /**
- * Row 1: import throughput end to end (importFile through results written)
- * with in-process workers against an in-process sandbox (no faults), beside a
- * raw undici loop sending the same creates at the same concurrency.
+ * Row 1: import throughput end to end (importFile through results written),
+ * beside a raw undici loop sending the same creates at the same concurrency.
+ * Each side runs as in production: the sandbox in its own process (the
+ * service), one `subsync worker --concurrency N` process, the producer here
+ * (as `subsync import` would); the raw loop runs here against its own fresh
+ * sandbox process. Row 5 (latency) runs the same way.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Pool } from 'undici';
 import { importFile } from '../src/import/producer.js';
-import { startWorkers } from '../src/runtime.js';
-import { startSandbox } from '../src/sandbox/server.js';
 import { customerRows, writeCustomersCsv, COLUMNS } from './make-customers.js';
-import { log, openBenchRuntime, runConcurrent, waitFinished, type BenchRow } from './support.js';
+import { log, openBenchRuntime, runConcurrent, spawnCli, spawnSandbox, waitFinished, waitForLine, type BenchRow } from './support.js';
 
 /** The create bodies raw undici sends: the same rows as the file, every member the interface shows. */
 export function createBodies(rows: number): string[] {
@@ -41,12 +42,13 @@ export async function rawCreates(url: string, bodies: string[], concurrency: num
   }
 }
 
-/** One import of `file` through in-process workers; rows/s from importFile's start to `finished`. */
+/** One import of `file` through one worker process; rows/s from importFile's start to `finished`. */
 export async function subsyncImport(file: string, rows: number, concurrency: number, faults: { latencyMs?: number } = {}): Promise<{ rowsPerSecond: number; seconds: number }> {
-  const sandbox = await startSandbox({ port: 0, seed: false, faults });
+  const sandbox = await spawnSandbox(faults.latencyMs ? ['--latency', String(faults.latencyMs)] : []);
   const bench = await openBenchRuntime({ apiUrl: sandbox.url });
+  const worker = spawnCli(['worker', '--concurrency', String(concurrency)], { ...bench.env, SUBSYNC_API_URL: sandbox.url });
   try {
-    startWorkers(bench.runtime, { apiUrl: sandbox.url, concurrency });
+    await waitForLine(worker, /worker running/, 20_000);
     const started = performance.now();
     const result = await importFile({ file, kind: 'customers' }, { store: bench.runtime.store, queues: bench.runtime.queues, keyring: undefined, logger: bench.runtime.logger });
     if (result.outcome !== 'enqueued') throw new Error(`import not enqueued: ${result.outcome}`);
@@ -55,6 +57,8 @@ export async function subsyncImport(file: string, rows: number, concurrency: num
     if (status.succeeded !== rows) log(`warning: ${status.succeeded} of ${rows} rows succeeded: ${JSON.stringify(status.counts)}`);
     return { rowsPerSecond: rows / seconds, seconds };
   } finally {
+    worker.child.kill('SIGTERM');
+    await worker.exited;
     await bench.close();
     await sandbox.close();
   }
@@ -68,12 +72,12 @@ export async function importThroughput(rows: number, concurrencies: number[]): P
     const bodies = createBodies(rows);
     const out: BenchRow[] = [];
     for (const concurrency of concurrencies) {
-      const sandbox = await startSandbox({ port: 0, seed: false });
+      const sandbox = await spawnSandbox();
       const raw = await rawCreates(sandbox.url, bodies, concurrency).finally(() => sandbox.close());
       const sub = await subsyncImport(file, rows, concurrency);
       log(`import ${rows} rows at concurrency ${concurrency}: ${sub.rowsPerSecond.toFixed(0)} rows/s (${sub.seconds.toFixed(1)} s), raw ${raw.toFixed(0)} req/s`);
       out.push({
-        figure: `1. Import ${rows.toLocaleString('en')} customer rows end to end, in-process workers, concurrency ${concurrency} (rows/s)`,
+        figure: `1. Import ${rows.toLocaleString('en')} customer rows end to end, one worker process, concurrency ${concurrency} (rows/s)`,
         subsync: sub.rowsPerSecond,
         baseline: raw,
         baselineLabel: 'raw undici creates, same concurrency (req/s)',

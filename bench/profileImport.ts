@@ -18,6 +18,13 @@ interface ProfileNode { id: number; callFrame: { functionName: string; url: stri
 interface Profile { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] }
 
 const rows = Number(process.argv[2] ?? 5000);
+
+/** CPU time (user + system) a process has used, in ms, from /proc (Linux). */
+async function cpuMs(pid: number | undefined): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+}
 const outDir = process.argv[3] ?? path.join(os.tmpdir(), 'subsync-prof');
 await rm(outDir, { recursive: true, force: true });
 await mkdir(outDir, { recursive: true });
@@ -28,10 +35,13 @@ const bench = await openBenchRuntime({ apiUrl: sandbox.url });
 const worker = spawnCli(['worker', '--concurrency', '32'], { ...bench.env, SUBSYNC_API_URL: sandbox.url }, { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${outDir}`] });
 try {
   await new Promise((r) => setTimeout(r, 1500));
+  const cpuBefore = await cpuMs(worker.child.pid);
   const started = performance.now();
   const result = await importFile({ file, kind: 'customers' }, { store: bench.runtime.store, queues: bench.runtime.queues, keyring: undefined, logger: bench.runtime.logger });
   if (result.outcome !== 'enqueued') throw new Error(result.outcome);
   await waitFinished(bench.runtime, result.importId, 600_000);
+  const cpu = (await cpuMs(worker.child.pid)) - cpuBefore;
+  console.log(`worker CPU (utime+stime): ${cpu.toFixed(0)} ms, ${((1000 * cpu) / rows).toFixed(0)} µs per row`);
   console.log(`${rows} rows in ${((performance.now() - started) / 1000).toFixed(1)} s (${(rows / ((performance.now() - started) / 1000)).toFixed(0)} rows/s), worker out of process`);
 } finally {
   worker.child.kill('SIGTERM');
@@ -59,7 +69,8 @@ for (const node of profile.nodes) {
 const top = (m: Map<string, number>, n: number): void => {
   for (const [k, v] of [...m].sort((a, b) => b[1] - a[1]).slice(0, n)) console.log(`${((100 * v) / total).toFixed(1).padStart(5)}%  ${(v / 1000).toFixed(0).padStart(6)} ms  ${k}`);
 };
-console.log(`profile ${name}: ${(total / 1000).toFixed(0)} ms sampled`);
+const idle = byFn.get('(idle) :0') ?? 0;
+console.log(`profile ${name}: ${(total / 1000).toFixed(0)} ms sampled, ${((total - idle) / 1000).toFixed(0)} ms busy: ${((total - idle) / rows).toFixed(0)} µs of worker CPU per row`);
 console.log('top functions by self time:');
 top(byFn, 25);
 console.log('by package / file:');

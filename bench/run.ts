@@ -8,7 +8,8 @@
  * the issue's (about 7 minutes on 2 cores), each row naming its size; for a
  * quicker look set BENCH_IMPORT_ROWS, BENCH_PRODUCER_SMALL,
  * BENCH_PRODUCER_LARGE, BENCH_RATE_ROWS, BENCH_EXPORT_CUSTOMERS,
- * BENCH_LATENCY_ROWS. Progress goes to stderr, the table to stdout.
+ * BENCH_LATENCY_ROWS; BENCH_ONLY=import,latency runs only the steps whose
+ * names hold those words. Progress goes to stderr, the table to stdout.
  * `node dist/bench/profileImport.js [ROWS]` profiles a worker during an import.
  */
 import os from 'node:os';
@@ -35,7 +36,10 @@ const SIZES = {
 
 const started = performance.now();
 const rows: BenchRow[] = [];
+// BENCH_ONLY=import,latency (words of the step names) runs only those steps.
+const only = process.env.BENCH_ONLY?.split(',').map((w) => w.trim().toLowerCase()).filter(Boolean);
 const step = async (name: string, run: () => Promise<BenchRow[]>): Promise<void> => {
+  if (only && !only.some((word) => name.toLowerCase().includes(word))) return;
   log(`${name}…`);
   const t = performance.now();
   try {

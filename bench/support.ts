@@ -145,3 +145,34 @@ export async function usedMemory(redis: Redis): Promise<number> {
 export const log = (line: string): void => {
   process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
 };
+
+/** A `subsync sandbox` in its own process (as the real service would be), no seeds needed. */
+export interface SpawnedSandbox {
+  url: string;
+  close(): Promise<void>;
+}
+
+export async function spawnSandbox(flags: string[] = [], env: NodeJS.ProcessEnv = { PATH: process.env.PATH, SUBSYNC_LOG_LEVEL: 'warn' }): Promise<SpawnedSandbox> {
+  const sandbox = spawnCli(['sandbox', '--port', '0', ...flags], env);
+  const url = await waitForLine(sandbox, /sandbox listening on (\S+)/, 20_000);
+  return {
+    url,
+    async close() {
+      sandbox.child.kill('SIGTERM');
+      await sandbox.exited;
+    },
+  };
+}
+
+/** Waits until a spawned process prints a line matching `pattern`; returns its first group. */
+export async function waitForLine(spawned: Spawned, pattern: RegExp, timeoutMs: number): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const match = pattern.exec(spawned.stdout());
+    if (match) return match[1] ?? match[0];
+    if (spawned.child.exitCode !== null || Date.now() > deadline) {
+      throw new Error(`no line matching ${pattern} from ${spawned.child.spawnargs.join(' ')}: ${spawned.stderr().slice(-500)}`);
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

@@ -40,7 +40,10 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
   for (const warning of await checkRedis(config.redisUrl)) logger.warn(warning);
   const redis = createRedis(config.redisUrl);
   redis.on('error', (error) => logger.warn({ err: error }, 'redis connection error'));
-  const store = createImportStore(redis, config.queuePrefix);
+  // The ledger has its own, auto-pipelined connection: a worker's rows read and settle in shared writes.
+  const storeRedis = createRedis(config.redisUrl, { autoPipelining: true });
+  storeRedis.on('error', (error) => logger.warn({ err: error }, 'redis connection error'));
+  const store = createImportStore(storeRedis, config.queuePrefix);
   const queues = openQueues(redis, config.queuePrefix, (error) => logger.warn({ err: error }, 'queue connection error'));
   const redisLoss = await checkContinuity(redis, config.queuePrefix, config.dataDir);
   if (redisLoss) logger.warn(redisLoss);
@@ -61,7 +64,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
       closing ??= (async () => {
         for (const close of later.reverse()) await close();
         await queues.close();
-        await redis.quit().catch(() => redis.disconnect());
+        for (const connection of [storeRedis, redis]) await connection.quit().catch(() => connection.disconnect());
       })();
       return closing;
     },

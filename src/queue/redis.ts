@@ -16,15 +16,20 @@ export const START_REDIS_HINT =
   'start one with: redis-server --daemonize yes --port 6379 --maxmemory-policy noeviction --appendonly yes';
 
 /**
- * A connection for subsync's own keys and for BullMQ. `maxRetriesPerRequest:
+ * A connection for subsync's own keys and for BullMQ. `autoPipelining` sends
+ * the commands issued in one event-loop turn in one write (for subsync's own
+ * keys only: BullMQ's connections keep it off, since users of Bull and
+ * BullMQ have reported lost job data and lock errors with it).
+ * `maxRetriesPerRequest:
  * null` is what BullMQ workers need: a command waits out a reconnect instead
  * of failing, so a cut Redis connection is survived.
  */
-export function createRedis(url: string, options: { lazyConnect?: boolean } = {}): Redis {
+export function createRedis(url: string, options: { lazyConnect?: boolean; autoPipelining?: boolean } = {}): Redis {
   return new Redis(url, {
     maxRetriesPerRequest: null,
     enableReadyCheck: true,
     lazyConnect: options.lazyConnect ?? false,
+    enableAutoPipelining: options.autoPipelining ?? false,
   });
 }
 

@@ -11,7 +11,7 @@ import type { ColumnPlan } from '../csv/columns.js';
 import { JOB_LOCK_MS } from '../policy.js';
 import type { ImportKind, JobName } from '../outcomes.js';
 import { observeRetry, observeRowSettled } from '../metrics.js';
-import { isSettled, type ImportRecord, type ImportStore, type LedgerEntry } from '../store/importStore.js';
+import { isSettled, type ImportRecord, type ImportStore, type LedgerEntry, type RunFigures } from '../store/importStore.js';
 import type { ApiBudget } from './budget.js';
 import { jobFigures, type CallFigures } from './figures.js';
 import {
@@ -71,9 +71,9 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowJobData, un
     return record;
   };
 
-  async function settle(job: Job<RowJobData, unknown, JobName>, kind: ImportKind, entry: LedgerEntry): Promise<void> {
+  async function settle(job: Job<RowJobData, unknown, JobName>, kind: ImportKind, entry: LedgerEntry, figures: RunFigures): Promise<void> {
     const { importId, row } = job.data;
-    const result = await store.settle(importId, row, entry);
+    const result = await store.settle(importId, row, entry, figures);
     if (result.applied && isSettled(entry.s)) observeRowSettled(kind, entry.s);
     if (result.complete) await enqueueFinalize(queues, importId, result.round);
   }
@@ -81,7 +81,9 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowJobData, un
   async function processRow(job: Job<RowJobData, unknown, JobName>): Promise<string> {
     const data = RowJobDataSchema.parse(job.data);
     const { importId, row } = data;
-    const log = logger.child({ importId, row, jobId: job.id });
+    // A child logger costs a redaction setup: made only when a line is written.
+    let rowLogger: Logger | undefined;
+    const log = (): Logger => (rowLogger ??= logger.child({ importId, row, jobId: job.id }));
     const [record, stored] = await Promise.all([recordOf(importId), store.getRow(importId, row)]);
     if (!record || !stored) throw new UnrecoverableError(`import ${importId} row ${row} has no record or ledger entry`);
     if (isSettled(stored.s)) return `already ${stored.s}`;
@@ -99,6 +101,9 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowJobData, un
     let entry: LedgerEntry = { ...stored, a: stored.a + 1, t: Date.now() };
     let sentNow = false;
     const figures: CallFigures = { apiCalls: 0, rateLimited: 0 };
+    const runFigures = (): RunFigures => ({ ...figures, retries: attempt > 1 ? 1 : 0 });
+    // Settling adds the figures in its own round trip; a run that does not settle adds them at the end.
+    let figuresAdded = false;
     const ctx: RowContext = {
       importId,
       row,
@@ -117,13 +122,16 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowJobData, un
         entry = { ...entry, pre: [...ids] };
         await store.updateUnsettled(importId, row, entry);
       },
-      log,
+      get log() {
+        return log();
+      },
     };
 
     try {
       const outcome: RowOutcome = await jobFigures.run(figures, () => processor(ctx));
-      await settle(job, record.kind, outcomeEntry(entry, outcome));
-      log.debug({ status: outcome.status }, 'row settled');
+      await settle(job, record.kind, outcomeEntry(entry, outcome), runFigures());
+      figuresAdded = true;
+      if (logger.isLevelEnabled('debug')) log().debug({ status: outcome.status }, 'row settled');
       return outcome.status;
     } catch (error) {
       if (error instanceof UnrecoverableError) throw error;
@@ -134,27 +142,29 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowJobData, un
         await store.updateUnsettled(importId, row, entry);
       }
       if (error instanceof ApiRateLimitedError) {
-        // Everyone slows down, and this row goes back to wait without spending an attempt.
-        const wait = error.retryAfterMs ?? DEFAULT_RATE_LIMIT_WAIT_MS;
-        await budget.block(wait);
-        await queues.rows.rateLimit(wait);
+        // The fleet's budget slows everyone down (and waits out the Retry-After
+        // when it must); this row goes back to wait without spending an attempt,
+        // and takes its turn from the budget like any other. Fetching stays on:
+        // the budget, not the queue, holds requests back.
+        await budget.block(error.retryAfterMs ?? DEFAULT_RATE_LIMIT_WAIT_MS);
         throw Worker.RateLimitError();
       }
       const transient = error instanceof ApiError ? error.transient : true;
       const reason = describe(error);
       if (transient && attempt < maxAttempts) {
-        log.info({ err: error, attempt }, 'row attempt failed; retrying');
+        log().info({ err: error, attempt }, 'row attempt failed; retrying');
         throw error;
       }
       const settled = entry.s === 'sent' ? await lastReadBack(job.name, ctx, entry, error, reason) : { ...entry, s: 'failed' as const, e: transient ? `retries ran out: ${reason}` : reason };
       // The job stays (failed, for the dashboard): its CVC goes now that the row has an outcome.
       // Before settling: the settle may complete the import, whose finaliser drops the rest.
       await forgetCvc(job, plan, options.keyring);
-      await settle(job, record.kind, settled);
-      log.info({ status: settled.s, err: error }, 'row settled without success');
+      await settle(job, record.kind, settled, runFigures());
+      figuresAdded = true;
+      log().info({ status: settled.s, err: error }, 'row settled without success');
       throw new UnrecoverableError(settled.e);
     } finally {
-      await store.addFigures(importId, { ...figures, retries: attempt > 1 ? 1 : 0 });
+      if (!figuresAdded) await store.addFigures(importId, runFigures());
     }
   }
 
