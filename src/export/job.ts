@@ -13,16 +13,26 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { ApiClient } from '../api/client.js';
 import { ApiError } from '../api/errors.js';
-import { CUSTOMER_FIELDS, type Customer } from '../api/schemas/index.js';
+import { CUSTOMER_FIELDS } from '../api/schemas/index.js';
 import { EXPORT_DEFAULTS, SEARCH_PAGE_SIZE } from '../policy.js';
 import { createBudget } from '../queue/budget.js';
 import { DEFAULT_BACKOFF, FAILED_RETENTION_SECONDS } from '../queue/queues.js';
 import { storeKeys } from '../store/keys.js';
-import { formatPages, readEverything, type PagerOptions, type PagingOutcome } from './pager.js';
+import { createInOrderWriter, type WrittenPrefix } from './inOrder.js';
+import { formatPages, locationOf, readEverything, type PagerOptions, type PagingOutcome, type StoredPage } from './pager.js';
 import { EXPORT_JOB, ExportRequestSchema, exportIdOf, exportsDirOf, fileStamp, type ExportRequest } from './request.js';
-import { openSpool, pruneSpools, spoolDirOf, type Spool } from './spool.js';
+import { openSpool, pruneSpools, spoolDirOf, type Spool, type SpoolLocation } from './spool.js';
 import { createExportStore, type ExportRecord, type ExportStore } from './state.js';
-import { chooseBase, exportFileName, pruneExports, writeExportFile, writeManifest, type ExportManifest } from './writer.js';
+import {
+  chooseBase,
+  exportFileName,
+  openExportFile,
+  pruneExports,
+  writeManifest,
+  type ExportFileSink,
+  type ExportManifest,
+  type WrittenFile,
+} from './writer.js';
 
 export { EXPORT_JOB };
 
@@ -129,27 +139,50 @@ export async function runExport(input: {
   const spool = openSpool(spoolDirOf(exportsDirOf(deps.dataDir), exportId));
   const stale = await pruneSpools(exportsDirOf(deps.dataDir), FAILED_RETENTION_SECONDS * 1000, exportId);
   if (stale.length > 0) log.info({ stale }, 'removed the spools of exports abandoned for the failed-job retention');
-  const paging = await readEverything({
-    exportId,
-    api: deps.api,
-    budget: createBudget(deps.connection, storeKeys(deps.prefix), { rate: undefined }),
-    store,
-    spool,
-    logger: log,
-    options: {
-      pageSize: SEARCH_PAGE_SIZE,
-      concurrency: EXPORT_DEFAULTS.concurrency,
-      maxRounds: EXPORT_DEFAULTS.maxRounds,
-      pageAttempts: EXPORT_DEFAULTS.pageAttempts,
-      backoff: DEFAULT_BACKOFF,
-      ...input.pager,
-    },
-    onPage: input.onPage,
-  });
-
-  await store.update(exportId, { phase: 'writing' });
-  const assembled = assemble(paging, spool);
-  const written = await writeExportFile({ dir: outDir, name: exportFileName(record.base, record.format, record.gzip), format: record.format, gzip: record.gzip, records: assembled.records });
+  const options: PagerOptions = {
+    pageSize: SEARCH_PAGE_SIZE,
+    concurrency: EXPORT_DEFAULTS.concurrency,
+    maxRounds: EXPORT_DEFAULTS.maxRounds,
+    pageAttempts: EXPORT_DEFAULTS.pageAttempts,
+    backoff: DEFAULT_BACKOFF,
+    ...input.pager,
+  };
+  const file = { dir: outDir, name: exportFileName(record.base, record.format, record.gzip), format: record.format, gzip: record.gzip };
+  let sink = await openExportFile(file);
+  const inOrder = createInOrderWriter({ sink, spool, pageSize: options.pageSize });
+  let paging: PagingOutcome;
+  let written: WrittenFile;
+  let duplicates: number;
+  try {
+    paging = await readEverything({
+      exportId,
+      api: deps.api,
+      budget: createBudget(deps.connection, storeKeys(deps.prefix), { rate: undefined }),
+      store,
+      spool,
+      logger: log,
+      options,
+      format: record.format,
+      onPage: input.onPage,
+      onRead: (read) => inOrder.offer(read),
+    });
+    await store.update(exportId, { phase: 'writing' });
+    const head = await inOrder.settle();
+    const kept = keepsHead(paging, head);
+    log.info({ pagesWrittenWhilePaging: head?.pages.length ?? 0, kept }, kept ? 'export file: the pages written while paging stand' : 'export file: written again from the spool');
+    if (!kept) {
+      await sink.abort();
+      sink = await openExportFile(file);
+    }
+    duplicates = await writeRest(paging, spool, sink, kept ? (head?.pages.length ?? 0) : 0);
+    written = await sink.finish();
+    await spool.close();
+  } catch (error) {
+    await inOrder.settle().catch(() => undefined);
+    await sink.abort();
+    await spool.close();
+    throw error;
+  }
 
   const full = paging.mode === 'full' ? paging.listings[0] : undefined;
   let complete = paging.listings.every((l) => l.state.complete);
@@ -161,7 +194,7 @@ export async function runExport(input: {
 
   const finishedAt = Date.now();
   const counters = (await store.get(exportId)) ?? record;
-  const manifest = manifestOf({ record: counters, paging, written, complete, pruned, finishedAt, duplicates: assembled.duplicates(), warnings: await store.warnings(exportId) });
+  const manifest = manifestOf({ record: counters, paging, written, complete, pruned, finishedAt, duplicates, warnings: await store.warnings(exportId) });
   const manifestPath = await writeManifest(outDir, record.base, manifest);
   await store.finish(exportId, { file: written.path, manifest: manifestPath, count: written.count, complete, finishedAt });
   await spool.remove();
@@ -169,32 +202,61 @@ export async function runExport(input: {
   return { exportId, file: written.path, manifest: manifestPath, count: written.count, complete };
 }
 
+const sameLocation = (a: SpoolLocation | undefined, b: SpoolLocation): boolean => a !== undefined && a.f === b.f && a.o === b.o && a.b === b.b;
+
 /**
- * The customers of every listing in page order, each CustomerID once. Only
- * one page is in memory at a time; the CustomerIDs written are remembered
- * only when they could repeat (partitioned, or pages not in ID order).
+ * Whether the pages written while paging (inOrder.ts) are the head of the
+ * file as it must be: one full listing whose CustomerIDs ascend throughout
+ * (nothing to de-duplicate), and each page written is the read paging
+ * settled on.
  */
-function assemble(paging: PagingOutcome, spool: Spool): { records: AsyncIterable<Customer>; duplicates: () => number } {
-  let duplicates = 0;
+function keepsHead(paging: PagingOutcome, head: WrittenPrefix | undefined): boolean {
+  const only = paging.mode === 'full' && paging.listings.length === 1 ? paging.listings[0] : undefined;
+  if (!head || !only?.ascending) return false;
+  return head.pages.every((loc, i) => {
+    const page = only.pages[i];
+    return page?.index === i && sameLocation(locationOf(page.meta), loc);
+  });
+}
+
+/**
+ * Writes every listing's pages after the first `skip` (already in the file)
+ * in page order, each CustomerID once; returns the records dropped as
+ * repeats. Only one page is in memory at a time; the CustomerIDs written are
+ * remembered only when they could repeat (partitioned, or pages not in ID
+ * order).
+ */
+async function writeRest(paging: PagingOutcome, spool: Spool, sink: ExportFileSink, skip: number): Promise<number> {
   const needSeen = paging.listings.length > 1 || paging.listings.some((l) => !l.ascending);
-  async function* records(): AsyncGenerator<Customer> {
-    const seen = new Set<string>();
-    for (const { listing, pages } of paging.listings) {
-      for (const page of pages) {
-        for (const customer of await spool.read(listing, page)) {
-          if (needSeen) {
-            if (seen.has(customer.CustomerID)) {
-              duplicates++;
-              continue;
-            }
-            seen.add(customer.CustomerID);
-          }
-          yield customer;
-        }
+  const seen = new Set<string>();
+  let duplicates = 0;
+  const where = (listing: number, { index, meta }: StoredPage): SpoolLocation => {
+    const loc = locationOf(meta);
+    if (!loc) throw new Error(`page ${listing}:${index} has no spool record`);
+    return loc;
+  };
+  for (const { listing, pages } of paging.listings) {
+    for (const page of listing === 0 ? pages.slice(skip) : pages) {
+      if (!needSeen) {
+        await sink.write(await spool.readBody(listing, page.index, where(listing, page)), page.meta.n);
+        continue;
       }
+      const { ids, rows } = await spool.read(listing, page.index, where(listing, page));
+      let text = '';
+      let n = 0;
+      ids.forEach((id, i) => {
+        if (seen.has(id)) {
+          duplicates++;
+          return;
+        }
+        seen.add(id);
+        text += rows[i] ?? '';
+        n++;
+      });
+      if (n > 0) await sink.write(text, n);
     }
   }
-  return { records: records(), duplicates: () => duplicates };
+  return duplicates;
 }
 
 function manifestOf(input: {

@@ -3,10 +3,13 @@
  * offset paging made trustworthy:
  *
  * 1. A listing's first page gives TotalItemCount; its other pages are read
- *    concurrently (p-limit), every request drawing from the fleet-wide API
- *    budget through the client. Each finished page goes to the spool and is
- *    recorded in Redis before anything else happens, so a killed run resumes
- *    from exactly the pages it had finished.
+ *    concurrently (p-limit: a sliding window), every request drawing from the
+ *    fleet-wide API budget through the client. Each page is formatted once,
+ *    as the export file's rows, and appended to the spool; finished pages are
+ *    then recorded in Redis in batches (group commit: one fdatasync of the
+ *    spool, then one transaction for every page finished meanwhile), so a
+ *    killed run resumes from exactly the pages it had recorded, and the
+ *    requests of a page cost no Redis round trip of their own.
  * 2. A round ends with a probe: its last page read once more, whose
  *    TotalItemCount is the count at the end of the round.
  * 3. The pages are checked against that count (`evaluateListing`): each page
@@ -33,8 +36,10 @@ import type { SearchCustomersResponse } from '../api/schemas/index.js';
 import { EXPORT_DEFAULTS } from '../policy.js';
 import type { ApiBudget } from '../queue/budget.js';
 import { fullJitterBackoff, type BackoffBounds } from '../queue/queues.js';
-import type { Spool } from './spool.js';
+import type { ExportFormat } from './request.js';
+import type { Spool, SpoolLocation } from './spool.js';
 import { pageKey, type ExportMode, type ExportStore, type ListingState, type PageMeta } from './state.js';
+import { formatPage } from './writer.js';
 
 /** When a 429 gives no Retry-After, everyone waits this long. */
 const DEFAULT_RATE_LIMIT_WAIT_MS = 1_000;
@@ -61,8 +66,29 @@ export interface PagerContext {
   spool: Spool;
   logger: Logger;
   options: PagerOptions;
-  /** Told after each finished page read (for job progress). */
+  /** How pages are formatted in the spool: the export file's format. */
+  format: ExportFormat;
+  /** Told after each batch of finished page reads is recorded (for job progress). */
   onPage?: () => void;
+  /** Told of each page read as soon as it is spooled (before it is recorded): the export file is written while paging goes on. */
+  onRead?: (read: PageRead) => void;
+}
+
+/** One page read, as `onRead` is told of it. */
+export interface PageRead {
+  listing: number;
+  contains: string;
+  page: number;
+  round: number;
+  meta: Omit<PageMeta, 's'> & SpoolLocation;
+  /** The page's rows, formatted, as the export file takes them. */
+  body: Buffer;
+}
+
+/** A page as stored at the end: its index in the listing and its meta (where its record is in the spool). */
+export interface StoredPage {
+  index: number;
+  meta: PageMeta;
 }
 
 /** One listing as paging left it: what to assemble, in order. */
@@ -70,7 +96,7 @@ export interface PagedListing {
   listing: number;
   state: ListingState;
   /** The pages that make up the listing at its final count, in order (a page missing when rounds ran out is left out). */
-  pages: number[];
+  pages: StoredPage[];
   /** Its CustomerIDs ascend through those pages, so none can repeat. */
   ascending: boolean;
 }
@@ -89,8 +115,8 @@ export type Verdict = { consistent: true; note?: string } | { consistent: false;
 
 /** Numeric-text CustomerIDs compared as numbers, without a length limit. */
 export function compareIds(a: string, b: string): number {
-  const x = a.replace(/^0+(?=\d)/, '');
-  const y = b.replace(/^0+(?=\d)/, '');
+  const x = a.length > 1 && a.startsWith('0') ? a.replace(/^0+(?=\d)/, '') : a;
+  const y = b.length > 1 && b.startsWith('0') ? b.replace(/^0+(?=\d)/, '') : b;
   if (x.length !== y.length) return x.length - y.length;
   return x < y ? -1 : x > y ? 1 : 0;
 }
@@ -210,8 +236,18 @@ const newListing = (contains: string): ListingState => ({
  * Reads every listing of the export to the end of its rounds, resuming from
  * what Redis and the spool hold, and says which pages make up each listing.
  */
-export async function readEverything(ctx: PagerContext): Promise<PagingOutcome> {
-  const { exportId, store, spool, options, logger } = ctx;
+export async function readEverything(input: PagerContext): Promise<PagingOutcome> {
+  const ctx: Paging = { ...input, recorder: createRecorder(input) };
+  try {
+    return await readAll(ctx);
+  } finally {
+    // Whatever finished before a failure is recorded, so the next run does not read it again.
+    await ctx.recorder.flush().catch(() => undefined);
+  }
+}
+
+async function readAll(ctx: Paging): Promise<PagingOutcome> {
+  const { exportId, store, options, logger } = ctx;
   const record = await store.get(exportId);
   if (!record) throw new Error(`export ${exportId} has no record`);
   let mode = record.mode;
@@ -251,7 +287,11 @@ export async function readEverything(ctx: PagerContext): Promise<PagingOutcome> 
     }
     const pages = await store.pages(exportId, index);
     const count = pageCountOf(final.latest ?? 0, options.pageSize);
-    outcome.push({ listing: index, state: final, pages: range(0, count).filter((p) => pages.has(p)), ascending: ascendsThroughout(pages, count) });
+    const stored = range(0, count).flatMap((p) => {
+      const meta = pages.get(p);
+      return meta ? [{ index: p, meta }] : [];
+    });
+    outcome.push({ listing: index, state: final, pages: stored, ascending: ascendsThroughout(pages, count) });
   }
   return { mode, listings: outcome };
 }
@@ -260,8 +300,9 @@ export async function readEverything(ctx: PagerContext): Promise<PagingOutcome> 
 async function dropPagesWithoutFiles(ctx: PagerContext, listings: ReadonlyMap<number, ListingState>): Promise<void> {
   const lost: string[] = [];
   for (const listing of listings.keys()) {
-    for (const page of (await ctx.store.pages(ctx.exportId, listing)).keys()) {
-      if (!(await ctx.spool.has(listing, page))) lost.push(pageKey(listing, page));
+    for (const [page, meta] of await ctx.store.pages(ctx.exportId, listing)) {
+      const loc = locationOf(meta);
+      if (!loc || !(await ctx.spool.has(loc))) lost.push(pageKey(listing, page));
     }
   }
   if (lost.length === 0) return;
@@ -274,7 +315,7 @@ async function dropPagesWithoutFiles(ctx: PagerContext, listings: ReadonlyMap<nu
 }
 
 /** Runs one listing's rounds from wherever its saved state stands. */
-async function readListing(ctx: PagerContext, listing: number, initial: ListingState): Promise<ListingState> {
+async function readListing(ctx: Paging, listing: number, initial: ListingState): Promise<ListingState> {
   const { exportId, store, options } = ctx;
   let state = initial;
   const save = async (next: ListingState, planned = 0): Promise<void> => {
@@ -285,7 +326,7 @@ async function readListing(ctx: PagerContext, listing: number, initial: ListingS
   if (state.done) return state;
   if (state.totalAtStart === undefined) {
     // A run killed between finishing the first page and saving the plan finds it stored.
-    const first = (await store.pages(exportId, listing)).get(0) ?? (await readPage(ctx, listing, state.contains, 0, 1, true));
+    const first = (await store.pages(exportId, listing)).get(0) ?? (await readPage(ctx, listing, state.contains, 0, 1, true, true));
     const plan = range(1, pageCountOf(first.t, options.pageSize));
     // The first page and the round's probe are page reads too.
     await save({ ...state, totalAtStart: first.t, latest: first.t, plan }, plan.length + 1);
@@ -302,7 +343,7 @@ async function readListing(ctx: PagerContext, listing: number, initial: ListingS
       let highest = state.latest ?? 0;
       for (const page of after.values()) if (page.r === round) highest = Math.max(highest, page.t);
       const last = Math.max(0, pageCountOf(highest, options.pageSize) - 1);
-      const probe = await readPage(ctx, listing, state.contains, last, round, false);
+      const probe = await readPage(ctx, listing, state.contains, last, round, false, true);
       await save({ ...state, latest: probe.t, probed: true });
     }
 
@@ -341,21 +382,22 @@ async function readListing(ctx: PagerContext, listing: number, initial: ListingS
 }
 
 /** CustomerIDs on more than one of the listing's pages, read from the spool one page at a time. */
-async function countDuplicates(ctx: PagerContext, listing: number, pages: ReadonlyMap<number, PageMeta>, pageCount: number): Promise<number> {
+async function countDuplicates(ctx: Paging, listing: number, pages: ReadonlyMap<number, PageMeta>, pageCount: number): Promise<number> {
   const seen = new Set<string>();
   let duplicates = 0;
   for (const index of range(0, pageCount)) {
-    if (!pages.has(index)) continue;
-    for (const customer of await ctx.spool.read(listing, index)) {
-      if (seen.has(customer.CustomerID)) duplicates++;
-      else seen.add(customer.CustomerID);
+    const loc = locationOf(pages.get(index));
+    if (!loc) continue;
+    for (const id of (await ctx.spool.read(listing, index, loc)).ids) {
+      if (seen.has(id)) duplicates++;
+      else seen.add(id);
     }
   }
   return duplicates;
 }
 
 /** Reads pages concurrently; on the first failure the rest are not started, those in flight finish, and it throws. */
-async function readPages(ctx: PagerContext, listing: number, contains: string, pages: readonly number[], round: number): Promise<void> {
+async function readPages(ctx: Paging, listing: number, contains: string, pages: readonly number[], round: number): Promise<void> {
   const limit = pLimit(ctx.options.concurrency);
   let failure: { error: unknown } | undefined;
   await Promise.all(
@@ -370,11 +412,15 @@ async function readPages(ctx: PagerContext, listing: number, contains: string, p
       }),
     ),
   );
+  await ctx.recorder.flush();
   if (failure) throw failure.error;
 }
 
-/** Reads one page (with its retries), spools it, then records it as finished. */
-async function readPage(ctx: PagerContext, listing: number, contains: string, page: number, round: number, first: boolean): Promise<PageMeta> {
+/**
+ * Reads one page (with its retries), formats and spools it, then hands it to
+ * the recorder; `recorded` waits until it is recorded as finished.
+ */
+async function readPage(ctx: Paging, listing: number, contains: string, page: number, round: number, first: boolean, recorded = false): Promise<Omit<PageMeta, 's'>> {
   let answer: SearchCustomersResponse;
   try {
     answer = await fetchPage(ctx, contains, page);
@@ -382,15 +428,74 @@ async function readPage(ctx: PagerContext, listing: number, contains: string, pa
     if (first && contains === '' && error instanceof ApiRefusedError) throw new EmptySearchRefused(error);
     throw error;
   }
-  await ctx.spool.write(listing, page, answer.Customers);
-  const meta = await ctx.store.savePage(ctx.exportId, listing, page, {
-    n: answer.Customers.length,
-    t: answer.TotalItemCount,
-    r: round,
-    ...describeIds(answer.Customers.map((c) => c.CustomerID)),
-  });
-  ctx.onPage?.();
+  const rows = formatPage(ctx.format, answer.Customers);
+  const { loc, body } = await ctx.spool.append(listing, page, rows);
+  const meta = { n: rows.ids.length, t: answer.TotalItemCount, r: round, ...describeIds(rows.ids), ...loc };
+  ctx.recorder.add(listing, page, meta);
+  ctx.onRead?.({ listing, contains, page, round, meta, body });
+  if (recorded) await ctx.recorder.flush();
   return meta;
+}
+
+/** Where a stored page's record is in the spool; undefined when its meta says nothing (an older version recorded it). */
+export function locationOf(meta: PageMeta | undefined): SpoolLocation | undefined {
+  return meta?.f === undefined || meta.o === undefined || meta.b === undefined ? undefined : { f: meta.f, o: meta.o, b: meta.b };
+}
+
+/** The pager's context with its recorder. */
+interface Paging extends PagerContext {
+  recorder: Recorder;
+}
+
+/** Records finished pages (and the requests sent) in batches: see the top of this file. */
+interface Recorder {
+  add(listing: number, page: number, meta: Omit<PageMeta, 's'>): void;
+  /** One more search request sent. */
+  countRequest(): void;
+  /** Resolves once everything added so far is recorded; throws if recording failed. */
+  flush(): Promise<void>;
+}
+
+function createRecorder(ctx: PagerContext): Recorder {
+  let pending: Array<{ listing: number; page: number; meta: Omit<PageMeta, 's'> }> = [];
+  let requests = 0;
+  let running: Promise<void> | undefined;
+  let failure: { error: unknown } | undefined;
+
+  // One batch at a time; pages finished while it is written make up the next.
+  const kick = (): Promise<void> =>
+    (running ??= (async () => {
+      try {
+        while (pending.length > 0 || requests > 0) {
+          const batch = pending;
+          const sent = requests;
+          pending = [];
+          requests = 0;
+          // The records' bytes are durable before Redis says the pages are finished.
+          if (batch.length > 0) await ctx.spool.sync();
+          await ctx.store.savePages(ctx.exportId, batch, sent);
+          if (batch.length > 0) ctx.onPage?.();
+        }
+      } catch (error) {
+        failure ??= { error };
+      } finally {
+        running = undefined;
+      }
+    })());
+
+  return {
+    add(listing, page, meta) {
+      pending.push({ listing, page, meta });
+      void kick();
+    },
+    countRequest() {
+      requests++;
+    },
+    async flush() {
+      while (!failure && (running || pending.length > 0 || requests > 0)) await kick();
+      if (failure) throw failure.error;
+    },
+  };
 }
 
 /**
@@ -399,11 +504,11 @@ async function readPage(ctx: PagerContext, listing: number, contains: string, pa
  * transient failures back off with full jitter up to `pageAttempts`; a
  * permanent refusal is thrown at once.
  */
-async function fetchPage(ctx: PagerContext, contains: string, page: number): Promise<SearchCustomersResponse> {
+async function fetchPage(ctx: Paging, contains: string, page: number): Promise<SearchCustomersResponse> {
   const { api, budget, store, exportId, options } = ctx;
   for (let attempt = 1; ; ) {
     try {
-      await store.increment(exportId, 'requests');
+      ctx.recorder.countRequest();
       return await api.searchCustomers({ contains, skip: page * options.pageSize, take: options.pageSize });
     } catch (error) {
       if (error instanceof ApiRateLimitedError) {

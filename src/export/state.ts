@@ -120,6 +120,10 @@ export const PageMetaSchema = z.object({
   last: z.string().nullable(),
   /** The page's CustomerIDs strictly ascend. */
   asc: z.boolean(),
+  /** Where its record is in the spool: segment, offset, bytes (spool.ts). Absent: recorded by an older version, read again. */
+  f: z.string().optional(),
+  o: z.number().int().min(0).optional(),
+  b: z.number().int().min(0).optional(),
 });
 export type PageMeta = z.infer<typeof PageMetaSchema>;
 
@@ -143,8 +147,12 @@ export interface ExportStore {
   listings(id: string): Promise<Map<number, ListingState>>;
   /** Saves a listing's state; `planned` page reads are added to the progress in the same transaction. */
   saveListing(id: string, listing: number, state: ListingState, planned?: number): Promise<void>;
-  /** Records a finished page read: its meta (with the next finishing order), and the progress counters. */
-  savePage(id: string, listing: number, page: number, meta: Omit<PageMeta, 's'>): Promise<PageMeta>;
+  /**
+   * Records finished page reads in one transaction: their metas (each with the
+   * next finishing order) and the progress counters, `requests` (the search
+   * requests they took) included.
+   */
+  savePages(id: string, pages: ReadonlyArray<{ listing: number; page: number; meta: Omit<PageMeta, 's'> }>, requests: number): Promise<PageMeta[]>;
   /** The stored pages of one listing, by page index. */
   pages(id: string, listing: number): Promise<Map<number, PageMeta>>;
   /** Forgets pages (their spool files went missing): they are read again. */
@@ -217,15 +225,22 @@ export function createExportStore(redis: Redis, prefix: string): ExportStore {
       if (planned > 0) multi.hincrby(keys.record(id), 'pagesPlanned', planned);
       await multi.exec();
     },
-    async savePage(id, listing, page, meta) {
-      const s = await redis.hincrby(keys.record(id), 'seq', 1);
-      const stored: PageMeta = { ...meta, s };
-      await redis
-        .multi()
-        .hset(keys.pages(id), pageKey(listing, page), JSON.stringify(stored))
-        .hincrby(keys.record(id), 'pagesDone', 1)
-        .hincrby(keys.record(id), 'rows', meta.n)
-        .exec();
+    async savePages(id, pages, requests) {
+      if (pages.length === 0) {
+        if (requests > 0) await redis.hincrby(keys.record(id), 'requests', requests);
+        return [];
+      }
+      const last = await redis.hincrby(keys.record(id), 'seq', pages.length);
+      const stored = pages.map(({ meta }, i): PageMeta => ({ ...meta, s: last - pages.length + 1 + i }));
+      const fields: Record<string, string> = {};
+      let rows = 0;
+      pages.forEach(({ listing, page }, i) => {
+        fields[pageKey(listing, page)] = JSON.stringify(stored[i]);
+        rows += stored[i]?.n ?? 0;
+      });
+      const multi = redis.multi().hset(keys.pages(id), fields).hincrby(keys.record(id), 'pagesDone', pages.length).hincrby(keys.record(id), 'rows', rows);
+      if (requests > 0) multi.hincrby(keys.record(id), 'requests', requests);
+      await multi.exec();
       return stored;
     },
     async pages(id, listing) {

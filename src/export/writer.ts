@@ -14,24 +14,26 @@
  * - Password is always empty: the interface returns it empty, and a
  *   credential never belongs in an export.
  *
- * The file is streamed to a temp name in the same folder, hashed on the way
- * (sha256 of the bytes written, after gzip: what `sha256sum` shows), fsync'd
- * and renamed; the
- * manifest is written the same way after it, so a manifest always describes
- * a whole file. Files are mode 0640: they hold personal data.
+ * Rows are formatted here once per page read (`formatPage`, by the pager, into
+ * the spool); the file is streamed to a temp name in the same folder from
+ * those bytes, hashed on the way (sha256 of the bytes written, after gzip:
+ * what `sha256sum` shows), fsync'd and renamed; the manifest is written the
+ * same way after it, so a manifest always describes a whole file. Files are
+ * mode 0640: they hold personal data.
  */
 import { createHash } from 'node:crypto';
+import { once } from 'node:events';
 import { createWriteStream } from 'node:fs';
 import { mkdir, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { PassThrough, Readable, type Transform } from 'node:stream';
+import { PassThrough, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
-import { stringify } from 'csv-stringify';
 import { CUSTOMER_FIELDS, type Customer } from '../api/schemas/index.js';
 import { escapeFormula } from '../results/formula.js';
 import { RESULT_FILE_MODE, syncDirectory, tempPathFor } from '../results/writeResults.js';
 import type { ExportFormat } from './request.js';
+import type { PageRows } from './spool.js';
 
 /** What the manifest says about one export. */
 export interface ExportManifest {
@@ -83,16 +85,42 @@ function valueOf(customer: Customer, field: (typeof CUSTOMER_FIELDS)[number]): s
   return field === 'Password' ? '' : customer[field];
 }
 
-const CSV_OPTIONS = {
-  bom: false,
-  record_delimiter: 'unix',
-  // Every cell quoted, empty ones too, so a spreadsheet never guesses a type.
-  quoted: true,
-  quoted_empty: true,
-  // escapeFormula covers LF and NUL, which csv-stringify's own escaping misses.
-  escape_formulas: false,
-  eof: true,
-} as const;
+/**
+ * One CSV cell as csv-stringify writes it with `quoted` and `quoted_empty`
+ * (test/export/writer.test.ts holds the two to the same bytes):
+ * formula-escaped, quoted, quotes doubled. Written out here because the
+ * export formats every row of every page, and csv-stringify's per-cell
+ * machinery cost more than the rest of a page's handling.
+ */
+function csvCell(value: string): string {
+  const cell = escapeFormula(value);
+  return `"${cell.includes('"') ? cell.replaceAll('"', '""') : cell}"`;
+}
+
+/** The export file's first line: the CSV header, or nothing for JSONL. UTF-8 without BOM, LF line ends. */
+export function headerOf(format: ExportFormat): string {
+  return format === 'csv' ? `${CUSTOMER_FIELDS.map(csvCell).join(',')}\n` : '';
+}
+
+/** One customer as a line of the export file, its LF included. */
+export function formatRow(format: ExportFormat, customer: Customer): string {
+  if (format === 'csv') {
+    let line = '';
+    for (let i = 0; i < CUSTOMER_FIELDS.length; i++) {
+      const field = CUSTOMER_FIELDS[i] ?? 'CustomerID';
+      line += (i === 0 ? '' : ',') + csvCell(valueOf(customer, field) ?? '');
+    }
+    return `${line}\n`;
+  }
+  const ordered: Record<string, string | null> = {};
+  for (const field of CUSTOMER_FIELDS) ordered[field] = valueOf(customer, field);
+  return `${JSON.stringify(ordered)}\n`;
+}
+
+/** A page of customers as rows of the export file, with their CustomerIDs. */
+export function formatPage(format: ExportFormat, customers: readonly Customer[]): PageRows {
+  return { ids: customers.map((c) => c.CustomerID), rows: customers.map((c) => formatRow(format, c)) };
+}
 
 /**
  * The file's base name for an export starting at `stamp`: `customers-<stamp>`,
@@ -113,27 +141,27 @@ export interface WrittenFile {
   sha256: string;
 }
 
-/** Streams the records into `dir/name` by way of a temp file; resolves once it is renamed into place. */
-export async function writeExportFile(input: { dir: string; name: string; format: ExportFormat; gzip: boolean; records: AsyncIterable<Customer> }): Promise<WrittenFile> {
-  const { dir, format, gzip } = input;
+/**
+ * An export file being written: rows go in, in order, as they are ready; the
+ * file is a temp name until `finish` renames it into place.
+ */
+export interface ExportFileSink {
+  /** Appends rows (formatted by `formatRow`), `count` customers of them; waits while the disk is behind. */
+  write(rows: Buffer | string, count: number): Promise<void>;
+  /** Customers written so far. */
+  readonly count: number;
+  /** Ends the file, fsyncs and renames it into place. */
+  finish(): Promise<WrittenFile>;
+  /** Drops the file (nothing is left behind); safe more than once, and after a failure. */
+  abort(): Promise<void>;
+}
+
+/** Opens `dir/name` for writing by way of a temp file, its header row written. */
+export async function openExportFile(input: { dir: string; name: string; format: ExportFormat; gzip: boolean }): Promise<ExportFileSink> {
+  const { dir, gzip } = input;
   await mkdir(dir, { recursive: true });
   const target = path.join(dir, input.name);
   const temp = tempPathFor(target);
-  let count = 0;
-  async function* lines(): AsyncGenerator<string | string[]> {
-    if (format === 'csv') yield [...CUSTOMER_FIELDS];
-    for await (const customer of input.records) {
-      count++;
-      if (format === 'csv') {
-        yield CUSTOMER_FIELDS.map((field) => escapeFormula(valueOf(customer, field) ?? ''));
-      } else {
-        yield `${JSON.stringify(Object.fromEntries(CUSTOMER_FIELDS.map((field) => [field, valueOf(customer, field)])))}\n`;
-      }
-    }
-  }
-  const stages: Transform[] = [];
-  if (format === 'csv') stages.push(stringify(CSV_OPTIONS));
-  if (gzip) stages.push(createGzip());
   // The hash sees exactly the bytes handed to the file, after gzip: what `sha256sum` reads back.
   const hash = createHash('sha256');
   const hashing = new PassThrough({
@@ -142,16 +170,78 @@ export async function writeExportFile(input: { dir: string; name: string; format
       done(null, chunk);
     },
   });
+  // flush: the bytes are on disk before the pipeline resolves, so the rename follows them.
+  const file = createWriteStream(temp, { flags: 'wx', mode: RESULT_FILE_MODE, flush: true });
+  const head: Writable = gzip ? createGzip() : hashing;
+  const flowing = pipeline(gzip ? [head, hashing, file] : [hashing, file]);
+  let failure: { error: unknown } | undefined;
+  flowing.catch((error: unknown) => {
+    failure ??= { error };
+  });
+  let count = 0;
+  let state: 'open' | 'finished' | 'aborted' = 'open';
+
+  async function write(rows: Buffer | string, n: number): Promise<void> {
+    if (failure) throw failure.error;
+    if (state !== 'open') throw new Error(`export file ${target} is ${state}`);
+    count += n;
+    if (!head.write(rows)) await Promise.race([once(head, 'drain'), flowing]);
+  }
+
+  const header = headerOf(input.format);
+  if (header !== '') await write(header, 0);
+  return {
+    write,
+    get count() {
+      return count;
+    },
+    async finish() {
+      if (state !== 'open') throw new Error(`export file ${target} is ${state}`);
+      state = 'finished';
+      try {
+        head.end();
+        await flowing;
+        const sha256 = hash.digest('hex');
+        const { size } = await stat(temp);
+        await rename(temp, target);
+        await syncDirectory(dir);
+        return { path: target, count, bytes: size, sha256 };
+      } catch (error) {
+        await rm(temp, { force: true });
+        throw error;
+      }
+    },
+    async abort() {
+      if (state === 'aborted') return;
+      const wasOpen = state === 'open';
+      state = 'aborted';
+      if (wasOpen) {
+        head.destroy();
+        await flowing.catch(() => undefined);
+      }
+      await rm(temp, { force: true });
+    },
+  };
+}
+
+/** Streams the records into `dir/name` by way of a temp file; resolves once it is renamed into place. */
+export async function writeExportFile(input: { dir: string; name: string; format: ExportFormat; gzip: boolean; records: AsyncIterable<Customer> }): Promise<WrittenFile> {
+  const sink = await openExportFile(input);
   try {
-    // flush: the bytes are on disk before the pipeline resolves, so the rename follows them.
-    await pipeline([Readable.from(lines()), ...stages, hashing, createWriteStream(temp, { flags: 'wx', mode: RESULT_FILE_MODE, flush: true })]);
-    const sha256 = hash.digest('hex');
-    const { size } = await stat(temp);
-    await rename(temp, target);
-    await syncDirectory(dir);
-    return { path: target, count, bytes: size, sha256 };
+    let batch = '';
+    let n = 0;
+    for await (const customer of input.records) {
+      batch += formatRow(input.format, customer);
+      if (++n === 100) {
+        await sink.write(batch, n);
+        batch = '';
+        n = 0;
+      }
+    }
+    if (n > 0) await sink.write(batch, n);
+    return await sink.finish();
   } catch (error) {
-    await rm(temp, { force: true });
+    await sink.abort();
     throw error;
   }
 }

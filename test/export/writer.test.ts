@@ -4,10 +4,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { parse } from 'csv-parse/sync';
+import { stringify } from 'csv-stringify/sync';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { CUSTOMER_FIELDS, CustomerSchema, type Customer } from '../../src/api/schemas/index.js';
-import { chooseBase, pruneExports, writeExportFile } from '../../src/export/writer.js';
+import { chooseBase, formatPage, openExportFile, pruneExports, writeExportFile } from '../../src/export/writer.js';
 import { escapeFormula } from '../../src/results/formula.js';
 
 let dir: string;
@@ -98,6 +99,32 @@ describe('writeExportFile', () => {
     expect(gz.sha256).toBe(createHash('sha256').update(gzBytes).digest('hex'));
     expect(gz.bytes).toBe(gzBytes.length);
     expect(plain.sha256).toBe(createHash('sha256').update(await readFile(plain.path)).digest('hex'));
+  });
+
+  it('writes the same bytes as csv-stringify with every cell quoted (the formatter is its own, for speed)', async () => {
+    const written = await writeExportFile({ dir, name: 'same.csv', format: 'csv', gzip: false, records: each(TRICKY) });
+    const cells = TRICKY.map((c) => CUSTOMER_FIELDS.map((f) => (f === 'Password' ? '' : escapeFormula(c[f] ?? ''))));
+    const expected = stringify([[...CUSTOMER_FIELDS], ...cells], { bom: false, record_delimiter: 'unix', quoted: true, quoted_empty: true, escape_formulas: false, eof: true });
+    expect(await readFile(written.path, 'utf8')).toBe(expected);
+  });
+
+  it('takes pages of formatted rows as they come: the file is the header and the pages in the order written', async () => {
+    const sink = await openExportFile({ dir, name: 'pages.csv', format: 'csv', gzip: true });
+    const first = formatPage('csv', TRICKY.slice(0, 3));
+    const second = formatPage('csv', TRICKY.slice(3));
+    expect(first.ids).toEqual(['1', '2', '3']);
+    await sink.write(Buffer.from(first.rows.join('')), 3);
+    await sink.write(second.rows.join(''), 1);
+    const paged = await sink.finish();
+    const whole = await writeExportFile({ dir, name: 'whole.csv', format: 'csv', gzip: false, records: each(TRICKY) });
+    expect(paged.count).toBe(4);
+    expect(gunzipSync(await readFile(paged.path)).toString('utf8')).toBe(await readFile(whole.path, 'utf8'));
+
+    const dropped = await openExportFile({ dir, name: 'dropped.csv', format: 'csv', gzip: false });
+    await dropped.write(first.rows.join(''), 3);
+    await dropped.abort();
+    await dropped.abort();
+    expect((await readdir(dir)).sort()).toEqual(['pages.csv', 'whole.csv']);
   });
 
   it('leaves no temp file and no target when the records fail', async () => {
