@@ -1,5 +1,4 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { createReadStream } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { ApiClient } from '../api/client.js';
@@ -10,6 +9,7 @@ import { sealSecrets, type CardKeyring } from '../cards/crypto.js';
 import { detectKind, loadColumnMap, planColumns, resolvePath, type ColumnPlan } from '../csv/columns.js';
 import { FileRejectedError } from '../csv/errors.js';
 import { openCsv, readHeaders } from '../csv/reader.js';
+import { scanCsvBytes } from '../csv/scan.js';
 import { cellOf, maskCells, secretColumnIndexes, validateRow, type RowError, type RowOptions } from '../csv/rows.js';
 import type { ImportKind, JobName } from '../outcomes.js';
 import { RETRY_DEFAULTS } from '../policy.js';
@@ -17,8 +17,15 @@ import { enqueueFinalize, rowJobOptions, type Queues, type RowJobData } from '..
 import type { ImportJournal } from '../store/continuity.js';
 import type { ImportStore, LedgerEntry } from '../store/importStore.js';
 
-/** Rows per round trip: ledger entries, invalid settles and one addBulk. */
+/** Rows per flush: their ledger entries and invalid settles in one pipeline, then one addBulk. */
 const BATCH_ROWS = 500;
+/**
+ * Flushes in flight while the next batch is parsed. Two keep Redis busy
+ * during the parse and the parse busy during Redis round trips; more would
+ * only hold more rows in memory, which stays flat at this bound whatever
+ * the file's size.
+ */
+const MAX_FLUSHES_IN_FLIGHT = 2;
 /** Row errors kept for printing; the counts stay exact beyond it. */
 const MAX_REPORTED_ERRORS = 1000;
 
@@ -74,6 +81,14 @@ export interface ProducerDeps {
  * id derives from it, so a producer re-run after a crash half-way adds
  * nothing twice: ledger entries are written only where none exists, settled
  * rows stay settled, and BullMQ ignores a job id it already has.
+ *
+ * The file is parsed once. Before it, one read at disk speed hashes the bytes
+ * (the import id must be known before any row is written, and before the
+ * already-imported check) and checks the quoting (src/csv/scan.ts): a file it
+ * has any doubt about is parsed through first, so a malformed record deep in
+ * it still rejects it before anything is queued. Batches are flushed while
+ * the next ones are parsed, at most {@link MAX_FLUSHES_IN_FLIGHT} at a time;
+ * within a batch the ledger entries are written before the jobs are added.
  */
 export async function importFile(request: ImportRequest, deps: ProducerDeps): Promise<ImportResult> {
   const { store, queues, logger } = deps;
@@ -91,7 +106,7 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
     throw new FileRejectedError(file, ['the file holds card data (AccountNumber/CVCode), and card data is only queued encrypted: set SUBSYNC_CARD_KEY (64 hex characters)']);
   }
 
-  const digest = await hashFile(file, kind);
+  const { digest, wellFormed } = await scanFile(file, kind);
   const importId = request.force ? `${digest}-${now().toString(36)}${randomBytes(2).toString('hex')}` : digest;
   deps.onImportId?.(importId, kind);
   const log = logger.child({ importId, file });
@@ -105,9 +120,10 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
       return { outcome: 'dry-run', importId, kind, rows: check.rows, invalid: check.invalid, errors: check.errors, offers };
     }
     if (check.invalid > 0) return { outcome: 'rejected', importId, kind, rows: check.rows, invalid: check.invalid, errors: check.errors };
-  } else {
+  } else if (!wellFormed) {
     // A malformed record (an unclosed quote) deep in the file must reject it
-    // before anything is queued, not leave an import half enqueued.
+    // before anything is queued, not leave an import half enqueued. The scan
+    // only doubted: csv-parse decides, with its own message and line.
     await readThrough(file);
   }
 
@@ -135,45 +151,64 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
   let rows = 0;
   let invalid = 0;
   const errors: RowError[] = [];
-  let pending: Array<{ row: number; entry: LedgerEntry }> = [];
-  let invalidRows: Array<{ row: number; entry: LedgerEntry }> = [];
-  let jobs: Array<{ name: JobName; data: RowJobData; opts: ReturnType<typeof rowJobOptions> }> = [];
-  const flush = async (): Promise<void> => {
-    // Ledger first: a job must always find its row's entry.
-    await store.putPendingRows(importId, pending);
-    await store.settleMany(importId, invalidRows, now());
-    if (jobs.length > 0) await queues.rows.addBulk(jobs);
-    pending = [];
-    invalidRows = [];
-    jobs = [];
+  const sealed = secretColumns.length > 0 ? deps.keyring : undefined;
+  const flushes = new Set<Promise<void>>();
+  let flushError: { error: unknown } | undefined;
+  const flush = (batch: Batch): void => {
+    const done = (async () => {
+      // Ledger first: a job must always find its row's entry.
+      await Promise.all([store.putPendingRows(importId, batch.pending), store.settleMany(importId, batch.invalid, now())]);
+      if (batch.jobs.length > 0) await queues.rows.addBulk(batch.jobs);
+    })()
+      .catch((error: unknown) => {
+        flushError ??= { error };
+      })
+      .finally(() => flushes.delete(done));
+    flushes.add(done);
+  };
+  /** Waits for every flush in flight; rethrows the first one's failure. */
+  const settleFlushes = async (): Promise<void> => {
+    await Promise.all(flushes);
+    if (flushError) throw flushError.error;
   };
 
+  let batch = emptyBatch();
   const csv = await openCsv(file);
   try {
     for await (const csvRow of csv.rows) {
       rows = csvRow.row;
       const rowErrors = validateRow(plan, csvRow, options);
-      const masked = maskCells(plan, csvRow.cells);
+      // Without card columns there is nothing to mask, and the cells are only serialised.
+      const cells = secretColumns.length > 0 ? maskCells(plan, csvRow.cells) : csvRow.cells;
       if (rowErrors.length > 0) {
         invalid++;
         if (errors.length < MAX_REPORTED_ERRORS) errors.push(...rowErrors.slice(0, MAX_REPORTED_ERRORS - errors.length));
-        invalidRows.push({ row: csvRow.row, entry: { c: masked, j: null, s: 'invalid', a: 0, e: rowErrors.map((e) => e.message).join('; ') } });
+        batch.invalid.push({ row: csvRow.row, entry: { c: cells, j: null, s: 'invalid', a: 0, e: rowErrors.map((e) => e.message).join('; ') } });
       } else {
         const name = jobNameOf(plan, csvRow.cells, options);
-        pending.push({ row: csvRow.row, entry: { c: masked, j: name, s: lost ? 'sent' : 'pending', a: 0 } });
+        batch.pending.push({ row: csvRow.row, entry: { c: cells, j: name, s: lost ? 'sent' : 'pending', a: 0 } });
         const data: RowJobData = { importId, row: csvRow.row };
-        if (secretColumns.length > 0 && deps.keyring) {
+        if (sealed) {
           const secrets: Record<string, string> = {};
           for (const index of secretColumns) secrets[String(index)] = csvRow.cells[index] ?? '';
-          data.secrets = sealSecrets(deps.keyring, secrets);
+          data.secrets = sealSecrets(sealed, secrets);
         }
-        jobs.push({ name, data, opts: rowJobOptions(importId, csvRow.row, attempts) });
+        batch.jobs.push({ name, data, opts: rowJobOptions(importId, csvRow.row, attempts) });
       }
-      if (pending.length + invalidRows.length >= BATCH_ROWS) await flush();
+      if (batch.pending.length + batch.invalid.length >= BATCH_ROWS) {
+        flush(batch);
+        batch = emptyBatch();
+        // Parse on while Redis writes, but never more than the bound ahead of it.
+        while (flushes.size >= MAX_FLUSHES_IN_FLIGHT) await Promise.race(flushes);
+        if (flushError) throw flushError.error;
+      }
     }
-    await flush();
+    flush(batch);
+    await settleFlushes();
   } finally {
     csv.close();
+    // A failed parse or flush still lets the flushes in flight end before the error is told.
+    await Promise.allSettled(flushes);
   }
 
   const enqueued = await store.markEnqueued(importId, rows);
@@ -201,12 +236,24 @@ async function readThrough(file: string): Promise<void> {
   }
 }
 
-/** sha256 of the kind and the file's bytes, streamed: the import id. */
-export async function hashFile(file: string, kind: ImportKind): Promise<string> {
+/**
+ * One read of the file: sha256 of the kind and the bytes (the import id),
+ * and whether csv-parse surely reads the whole file (src/csv/scan.ts).
+ */
+export async function scanFile(file: string, kind: ImportKind): Promise<{ digest: string; wellFormed: boolean }> {
   const hash = createHash('sha256').update(`${kind}\n`);
-  for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
-  return hash.digest('hex').slice(0, 24);
+  const { wellFormed } = await scanCsvBytes(file, (chunk) => hash.update(chunk));
+  return { digest: hash.digest('hex').slice(0, 24), wellFormed };
 }
+
+/** The rows of one flush. */
+interface Batch {
+  pending: Array<{ row: number; entry: LedgerEntry }>;
+  invalid: Array<{ row: number; entry: LedgerEntry }>;
+  jobs: Array<{ name: JobName; data: RowJobData; opts: ReturnType<typeof rowJobOptions> }>;
+}
+
+const emptyBatch = (): Batch => ({ pending: [], invalid: [], jobs: [] });
 
 async function validateAll(
   plan: ColumnPlan,

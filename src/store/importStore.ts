@@ -147,6 +147,13 @@ redis.call('HDEL', KEYS[3], 'finishedAt', 'resultsDir')
 return redis.call('HINCRBY', KEYS[3], 'round', 1)
 `;
 
+// Writes the entries of rows that have none (a resumed producer keeps what is there).
+// KEYS: ledger. ARGV: row, entry JSON, row, entry JSON, ...
+const PUT_PENDING_ROWS_SCRIPT = `
+for i = 1, #ARGV, 2 do redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) end
+return 0
+`;
+
 // Records the total once every row is in; returns how many have settled.
 // KEYS: record, counts. ARGV: total.
 const MARK_ENQUEUED_SCRIPT = `
@@ -229,12 +236,16 @@ export function createImportStore(redis: Redis, prefix: string) {
       return redis.zrevrange(keys.imports, 0, limit - 1);
     },
 
-    /** Writes ledger entries for rows that have none yet (a re-run producer changes nothing). */
+    /**
+     * Writes ledger entries for rows that have none yet (a re-run producer
+     * changes nothing): HSETNX each, all in one script call, since a command
+     * per row cost the producer more than twice the CPU.
+     */
     async putPendingRows(importId: string, rows: ReadonlyArray<{ row: number; entry: LedgerEntry }>): Promise<void> {
       if (rows.length === 0) return;
-      const pipeline = redis.pipeline();
-      for (const { row, entry } of rows) pipeline.hsetnx(keys.ledger(importId), String(row), JSON.stringify(entry));
-      await pipeline.exec();
+      const args: string[] = [];
+      for (const { row, entry } of rows) args.push(String(row), JSON.stringify(entry));
+      await luaScript(PUT_PENDING_ROWS_SCRIPT).run(redis, [keys.ledger(importId)], args);
     },
 
     /**
