@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { importFile } from '../../src/import/producer.js';
 import { LedgerEntrySchema } from '../../src/store/importStore.js';
@@ -49,7 +49,8 @@ describe('the producer, in one parse of the file', () => {
     ['bytes that are not UTF-8', Buffer.from([0x4e, 0x6f, 0xff, 0x2c, 0x55, 0x2c, 0x75, 0x40, 0x78, 0x2e, 0x79, 0x2c, 0x78])],
   ])('rejects a file with %s deep inside before anything is queued', async (_name, fault) => {
     pipeline = await startPipeline({ workers: false });
-    const file = await pipeline.file('fault.csv', Buffer.concat([Buffer.from(customers(3_000)), fault, Buffer.from('\r\nLast,Row,l@example.com,x\r\n')]));
+    const file = await pipeline.file('fault.csv', '');
+    await writeFile(file, Buffer.concat([Buffer.from(customers(3_000)), fault, Buffer.from('\r\nLast,Row,l@example.com,x\r\n')]));
     await expect(importFile({ file }, deps(pipeline))).rejects.toMatchObject({ code: 'CSV_FORMAT' });
     expect(await pipeline.runtime.queues.rows.count()).toBe(0);
     expect(await pipeline.runtime.store.listImportIds()).toEqual([]);
