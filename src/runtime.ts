@@ -85,6 +85,8 @@ export function openApi(runtime: Runtime, apiUrl: string, budget: ApiBudget): Ap
     onCall: (call) => {
       countCall(call);
       observeApiCall(call);
+      // What the service admitted feeds the fleet's learned rate (reported with the next acquire).
+      budget.observe(call);
     },
   });
   runtime.adopt(() => api.close());

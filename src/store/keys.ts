@@ -16,6 +16,8 @@ export function storeKeys(prefix: string) {
     /** The fleet-wide API budget: theoretical arrival time, and the block after a 429. */
     budgetTat: `${prefix}:budget:tat`,
     budgetBlockedUntil: `${prefix}:budget:blocked-until`,
+    /** Hash: the fleet's learned (adaptive) rate, its step and last cut, and sent/admitted counts per second. */
+    budgetRate: `${prefix}:budget:rate`,
   };
 }
 export type StoreKeys = ReturnType<typeof storeKeys>;

@@ -1,0 +1,152 @@
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ADAPTIVE_RATE, KNOWN_RATE_MARGIN, createBudget, type AdaptiveRatePolicy, type ApiBudget } from '../../src/queue/budget.js';
+import { storeKeys } from '../../src/store/keys.js';
+import { REDIS_URL, deleteKeys, until } from '../support/pipeline.js';
+
+// Each test: its own key prefix, and one Redis connection per budget, as separate processes would have.
+let prefix = '';
+const connections: Redis[] = [];
+beforeEach(() => {
+  prefix = `subsync-test-${randomUUID().slice(0, 8)}`;
+});
+afterEach(async () => {
+  for (const redis of connections.splice(0)) redis.disconnect();
+  await deleteKeys(prefix);
+});
+
+function budgets(count: number, options: { rate?: number; adaptive?: AdaptiveRatePolicy } = {}): ApiBudget[] {
+  return Array.from({ length: count }, () => {
+    const redis = new Redis(REDIS_URL);
+    connections.push(redis);
+    return createBudget(redis, storeKeys(prefix), { rate: options.rate, adaptive: options.adaptive });
+  });
+}
+
+/** Reserves `count` slots on `budget` and reports each one as admitted (a 200). */
+async function sendAdmitted(budget: ApiBudget, count: number): Promise<number[]> {
+  const slots: number[] = [];
+  for (let i = 0; i < count; i++) {
+    slots.push((await budget.reserve()).at);
+    budget.observe({ status: 200 });
+  }
+  return slots;
+}
+
+/** The most slots in any window of `ms` (closed at its start, open at its end, as the sandbox's sliding second). */
+function mostInWindow(slots: number[], ms: number): number {
+  const sorted = [...slots].sort((a, b) => a - b);
+  let most = 0;
+  for (let i = 0, j = 0; i < sorted.length; i++) {
+    while ((sorted[j] ?? 0) <= (sorted[i] ?? 0) - ms) j++;
+    most = Math.max(most, i - j + 1);
+  }
+  return most;
+}
+
+describe('the fleet-wide API budget', () => {
+  it('a known rate: three processes together never reserve more than it in any second, paced just under it', async () => {
+    const rate = 40;
+    const fleet = budgets(3, { rate });
+    const slots = (await Promise.all(fleet.map((budget) => sendAdmitted(budget, 40)))).flat();
+    expect(slots).toHaveLength(120);
+    expect(mostInWindow(slots, 1000)).toBeLessThanOrEqual(rate);
+    // Evenly spaced at the paced rate: the closest two slots are a whole interval apart.
+    const sorted = slots.sort((a, b) => a - b);
+    const gaps = sorted.slice(1).map((at, i) => at - (sorted[i] ?? 0));
+    expect(Math.min(...gaps)).toBeCloseTo(1000 / (rate * (1 - KNOWN_RATE_MARGIN)), 1);
+  });
+
+  it('no learned rate until a 429: requests are not paced', async () => {
+    const [budget] = budgets(1);
+    const reserved = await Promise.all(Array.from({ length: 50 }, () => budget!.reserve()));
+    expect(reserved.every((r) => r.waitMs === 0)).toBe(true);
+    expect(await budget!.learnedRate()).toBeUndefined();
+  });
+
+  it('a 429 cuts the rate to decrease × what the service admitted, once for a burst, and every process paces at it', async () => {
+    const [first, second] = budgets(2);
+    await sendAdmitted(first!, 30);
+    await first!.block(1000);
+    const learned = await first!.learnedRate();
+    // 29 admitted answers were reported (the 30th is reported with the next request).
+    expect(learned).toBeGreaterThan(0);
+    expect(learned).toBeLessThanOrEqual(ADAPTIVE_RATE.decrease * 29);
+    expect(await second!.learnedRate()).toBe(learned);
+
+    // More 429s from the same burst (requests already in flight) cut nothing more.
+    await second!.block(1000);
+    await first!.block(1000);
+    expect(await second!.learnedRate()).toBe(learned);
+
+    // The fleet was not paced: its burst may fill the service's window, so everyone waits out the Retry-After first.
+    const waits: Array<{ waitMs: number; at: number }> = [];
+    for (let i = 0; i < 5; i++) waits.push(await second!.reserve());
+    expect(waits[0]!.waitMs).toBeGreaterThan(900);
+    const gaps = waits.slice(1).map((w, i) => w.at - waits[i]!.at);
+    for (const gap of gaps) expect(gap).toBeCloseTo(1000 / learned!, 0);
+  });
+
+  it('grows additively while requests wait for the rate, and a later 429 cuts it again', async () => {
+    const policy: AdaptiveRatePolicy = { ...ADAPTIVE_RATE, decrease: 0.5, increase: 1, cutSpacingMs: 0 };
+    const [first, second] = budgets(2, { adaptive: policy });
+    await sendAdmitted(first!, 10);
+    await first!.block(1000);
+    const cut = (await first!.learnedRate())!;
+    expect(cut).toBeGreaterThan(0);
+
+    // Two processes keep requests waiting for the rate; it grows.
+    let stop = false;
+    const senders = [first!, second!].map(async (budget) => {
+      while (!stop) {
+        await budget.acquire();
+        budget.observe({ status: 201 });
+      }
+    });
+    const grown = await until(async () => {
+      const rate = (await second!.learnedRate())!;
+      return rate > cut * 1.5 ? rate : undefined;
+    }, 'the learned rate to grow', 20_000);
+    stop = true;
+    await Promise.all(senders);
+
+    // The next 429 (once the reservations made at the old rate have gone) cuts it again.
+    const after = await until(async () => {
+      await second!.block(1000);
+      const rate = (await first!.learnedRate())!;
+      return rate < grown ? rate : undefined;
+    }, 'a second cut', 20_000);
+    expect(after).toBeLessThanOrEqual(grown * policy.decrease);
+    expect(after).toBeGreaterThanOrEqual(policy.floor);
+  });
+
+  it('a known rate caps the learned one, and a 429 lowers the pace under it', async () => {
+    const rate = 50;
+    const [budget] = budgets(1, { rate });
+    await sendAdmitted(budget!, 5);
+    await budget!.block(1000);
+    const learned = (await budget!.learnedRate())!;
+    expect(learned).toBeLessThanOrEqual(rate * ADAPTIVE_RATE.decrease);
+    // Paced, a one-second Retry-After does not stop the fleet: the cut does the slowing down.
+    const [a, b] = [await budget!.reserve(), await budget!.reserve()];
+    expect(a.waitMs).toBeLessThan(1000);
+    expect(b.at - a.at).toBeCloseTo(1000 / learned, 0);
+  });
+
+  it('a Retry-After longer than a second (a quota) stops everyone for its length, paced or not', async () => {
+    const [first, second] = budgets(2, { rate: 100 });
+    await first!.reserve();
+    await first!.block(5000);
+    expect((await second!.reserve()).waitMs).toBeGreaterThan(4000);
+  });
+
+  it('forgets the learned rate after forgetMs without a 429', async () => {
+    const [budget] = budgets(1, { adaptive: { ...ADAPTIVE_RATE, forgetMs: 300 } });
+    await sendAdmitted(budget!, 5);
+    await budget!.block(100);
+    expect(await budget!.learnedRate()).toBeDefined();
+    await until(async () => ((await budget!.learnedRate()) === undefined ? true : undefined), 'the learned rate to be forgotten', 10_000);
+    expect((await budget!.reserve()).waitMs).toBe(0);
+  });
+});
