@@ -31,7 +31,7 @@ const SIZES = {
   producerLarge: size('BENCH_PRODUCER_LARGE', 1_000_000),
   rateRows: size('BENCH_RATE_ROWS', 4_000),
   exportCustomers: size('BENCH_EXPORT_CUSTOMERS', 100_000),
-  latencyRows: size('BENCH_LATENCY_ROWS', 2_000),
+  latencyRows: size('BENCH_LATENCY_ROWS', 6_400),
 };
 
 const started = performance.now();
