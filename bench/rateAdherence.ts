@@ -9,9 +9,17 @@ import os from 'node:os';
 import path from 'node:path';
 import { importFile } from '../src/import/producer.js';
 import { createBudget } from '../src/queue/budget.js';
-import { startSandbox } from '../src/sandbox/server.js';
+import { z } from 'zod';
 import { writeCustomersCsv } from './make-customers.js';
-import { log, openBenchRuntime, spawnCli, waitFinished, type BenchRow, type Spawned } from './support.js';
+import { log, openBenchRuntime, spawnCli, spawnSandbox, waitFinished, type BenchRow, type Spawned } from './support.js';
+
+/** What this row reads of `GET /_sandbox/stats`. */
+const SandboxStatsSchema = z.object({
+  requests: z.number(),
+  faults: z.object({ rateLimited: z.number() }),
+  firstRequestAt: z.number().optional(),
+  lastRequestAt: z.number().optional(),
+});
 
 export interface RateRun {
   /** Requests/s that reached the sandbox (429s included), first to last. */
@@ -24,7 +32,8 @@ export interface RateRun {
 
 /** One import of `file` by three worker processes, SUBSYNC_RATE = `rate` (undefined: unset), against a sandbox limited to `limit`/s. */
 export async function rateRun(file: string, rows: number, limit: number, rate: number | undefined): Promise<RateRun> {
-  const sandbox = await startSandbox({ port: 0, seed: false, faults: { rateLimit: limit } });
+  // The service in its own process, as it would be: its limiter's clock does not stall with this process's work.
+  const sandbox = await spawnSandbox(['--rate-limit', String(limit)]);
   const bench = await openBenchRuntime({ apiUrl: sandbox.url });
   const workers: Spawned[] = [];
   try {
@@ -34,7 +43,7 @@ export async function rateRun(file: string, rows: number, limit: number, rate: n
     if (result.outcome !== 'enqueued') throw new Error(`import not enqueued: ${result.outcome}`);
     const status = await waitFinished(bench.runtime, result.importId, 5 * 60_000);
     if (status.succeeded !== rows) log(`warning: ${status.succeeded} of ${rows} rows succeeded: ${JSON.stringify(status.counts)}`);
-    const stats = sandbox.stats();
+    const stats = SandboxStatsSchema.parse(await (await fetch(`${sandbox.url}/_sandbox/stats`)).json());
     const seconds = ((stats.lastRequestAt ?? 0) - (stats.firstRequestAt ?? 0)) / 1000;
     const learned = await createBudget(bench.runtime.redis, bench.runtime.store.keys, { rate: undefined }).learnedRate();
     return { achieved: stats.requests / seconds, rateLimited: stats.faults.rateLimited, requests: stats.requests, learned };
