@@ -23,14 +23,18 @@ import { luaScript } from '../store/script.js';
  *   ({@link ADAPTIVE_RATE}). It is forgotten when no 429 came for
  *   `forgetMs`, so a lifted limit is found again.
  *
- * Each request costs one Redis round trip (the acquire script): the learned
- * rate grows there, and the answers this process saw since its last request
- * are reported there, batched. A 429 costs one more (the cut).
+ * Each paced request costs one Redis round trip (the acquire script): the
+ * learned rate grows there, and the answers this process saw since its last
+ * request are reported there, batched. A 429 costs one more (the cut). While
+ * the fleet is not paced at all (no SUBSYNC_RATE, nothing learned, no block),
+ * an acquire that says so lets this process send for
+ * {@link UNPACED_LEASE_MS} without asking again; what it sent meanwhile is
+ * reported with its next acquire or its 429.
  */
 export interface ApiBudget {
   /** Waits for this process's turn to send one request. */
   acquire(): Promise<void>;
-  /** Reserves the next slot without waiting: the ms until it (0 = now) and when it is, on Redis's clock. */
+  /** Reserves the next slot without waiting: the ms until it (0 = now) and when it is, on Redis's clock (this process's, under an unpaced lease). */
   reserve(): Promise<{ waitMs: number; at: number }>;
   /** Told of every finished call (the API client's `onCall`): answers other than 429 are what the service admitted. */
   observe(call: Pick<ApiCall, 'status'>): void;
@@ -44,6 +48,14 @@ export interface ApiBudget {
   /** The fleet's learned rate now (requests/s), or undefined while none is learned. */
   learnedRate(): Promise<number | undefined>;
 }
+
+/**
+ * How long an acquire that found the fleet unpaced lets this process send
+ * without asking Redis again. Other processes' 429 reaches it this much late
+ * at most; in exchange an unlimited service costs no budget round trip per
+ * request.
+ */
+export const UNPACED_LEASE_MS = 100;
 
 /** SUBSYNC_RATE is paced this much under: the jitter a request meets on its way must not put one too many in the service's window. */
 export const KNOWN_RATE_MARGIN = 0.025;
@@ -101,8 +113,8 @@ end
 `;
 
 // KEYS: tat, blocked-until, learned rate. ARGV: known pace (req/s, 0 = none),
-// answers admitted since this process's last acquire, forget ms.
-// Returns {ms to wait, slot time} as strings.
+// answers admitted since this process's last acquire, forget ms, requests sent
+// under a lease since then. Returns {ms to wait, slot time, paced 1/0} as strings.
 const ACQUIRE_SCRIPT = `${NOW}${BUCKETS}
 local start = now
 local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -113,7 +125,7 @@ local fresh = not f[5]
 local b = bucketsAt({ h = f[4], w = f[5], s = f[6], ok = f[7], sp = f[8], okp = f[9] }, now)
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
 local rate = tonumber(f[1])
-local counts = { 'h', b.h, 'w', b.w, 's', b.s + 1, 'ok', b.ok + tonumber(ARGV[2]), 'sp', b.sp, 'okp', b.okp }
+local counts = { 'h', b.h, 'w', b.w, 's', b.s + 1 + tonumber(ARGV[4] or '0'), 'ok', b.ok + tonumber(ARGV[2]), 'sp', b.sp, 'okp', b.okp }
 if rate then
   -- Additive increase, only while requests queue for the rate (it is what holds them back).
   local grown = tonumber(f[3]) or now
@@ -126,15 +138,16 @@ else
 end
 local pace = rate
 if known > 0 and (not pace or known < pace) then pace = known end
-if not pace then return { tostring(start - now), tostring(start) } end
+if not pace then return { tostring(start - now), tostring(start), '0' } end
 if tat < start then tat = start end
 -- Kept a minute past the last reservation (a slow rate may reserve far ahead).
 redis.call('SET', KEYS[1], string.format('%.3f', tat + 1000 / pace), 'PX', math.ceil(tat - now) + 60000)
-return { tostring(tat - now), string.format('%.3f', tat) }
+return { tostring(tat - now), string.format('%.3f', tat), '1' }
 `;
 
 // KEYS: tat, blocked-until, learned rate. ARGV: Retry-After ms, known pace
-// (req/s, 0 = none), decrease, increase, floor, cut spacing ms, forget ms.
+// (req/s, 0 = none), decrease, increase, floor, cut spacing ms, forget ms,
+// requests sent under a lease and answers admitted, not reported yet.
 // Extends the block, never shortens it. Returns the learned rate (a string).
 const CUT_SCRIPT = `${NOW}${BUCKETS}
 local retry = tonumber(ARGV[1])
@@ -151,6 +164,11 @@ if tonumber(f[2]) and now < tonumber(f[2]) then return tostring(rate or 0) end
 local pace = rate
 if known > 0 and (not pace or known < pace) then pace = known end
 local b = bucketsAt({ h = f[3], w = f[4], s = f[5], ok = f[6], sp = f[7], okp = f[8] }, now)
+local lateSent, lateOk = tonumber(ARGV[8] or '0'), tonumber(ARGV[9] or '0')
+if lateSent + lateOk > 0 then
+  b.s, b.ok, b.sent, b.admitted = b.s + lateSent, b.ok + lateOk, b.sent + lateSent, b.admitted + lateOk
+  redis.call('HSET', KEYS[3], 'h', b.h, 'w', b.w, 's', b.s, 'ok', b.ok, 'sp', b.sp, 'okp', b.okp)
+end
 -- The base is what the service admitted over the last second (its limit as
 -- seen from here), or, with none admitted, what was sent. Paced, it is at most
 -- the pace, and the pace itself while under a second has been counted.
@@ -182,15 +200,25 @@ export function createBudget(redis: Redis, keys: StoreKeys, options: BudgetOptio
   const known = String(options.rate === undefined ? 0 : options.rate * (1 - KNOWN_RATE_MARGIN));
   const policy = options.adaptive ?? ADAPTIVE_RATE;
   const budgetKeys = [keys.budgetTat, keys.budgetBlockedUntil, keys.budgetRate];
-  // Answers admitted since this process last reported, sent with its next acquire.
+  // Answers admitted, and requests sent under a lease, since this process last reported: sent with its next acquire.
   let admitted = 0;
+  let leasedSent = 0;
+  // Until when (this process's clock) the fleet was last seen unpaced: requests go without asking.
+  let leaseUntil = 0;
 
   async function reserve(): Promise<{ waitMs: number; at: number }> {
-    const report = admitted;
+    if (Date.now() < leaseUntil) {
+      leasedSent++;
+      return { waitMs: 0, at: Date.now() };
+    }
+    const report = [String(admitted), String(leasedSent)] as const;
     admitted = 0;
-    const reply = await acquireScript.run(redis, budgetKeys, [known, String(report), String(policy.forgetMs)]);
-    const [wait, at] = Array.isArray(reply) ? reply.map(Number) : [];
-    return { waitMs: Math.max(0, Math.ceil(wait ?? 0)), at: at ?? 0 };
+    leasedSent = 0;
+    const reply = await acquireScript.run(redis, budgetKeys, [known, report[0], String(policy.forgetMs), report[1]]);
+    const [wait, at, paced] = Array.isArray(reply) ? reply.map(Number) : [];
+    const waitMs = Math.max(0, Math.ceil(wait ?? 0));
+    if (paced === 0 && waitMs === 0) leaseUntil = Date.now() + UNPACED_LEASE_MS;
+    return { waitMs, at: at ?? 0 };
   }
 
   return {
@@ -203,7 +231,11 @@ export function createBudget(redis: Redis, keys: StoreKeys, options: BudgetOptio
       if (call.status !== undefined && call.status !== 429) admitted++;
     },
     async block(ms) {
-      const args = [ms, known, policy.decrease, policy.increase, policy.floor, policy.cutSpacingMs, policy.forgetMs];
+      // This process stops going unasked, and its unreported figures count in the cut.
+      leaseUntil = 0;
+      const args = [ms, known, policy.decrease, policy.increase, policy.floor, policy.cutSpacingMs, policy.forgetMs, leasedSent, admitted];
+      leasedSent = 0;
+      admitted = 0;
       await cutScript.run(redis, budgetKeys, args.map(String));
     },
     async learnedRate() {

@@ -65,14 +65,26 @@ describe('the fleet-wide API budget', () => {
     expect(await budget!.learnedRate()).toBeUndefined();
   });
 
+  it('unpaced, a lease lets a process send without asking Redis each time, and its 429 reports what it sent', async () => {
+    const [budget] = budgets(1);
+    const learned = storeKeys(prefix).budgetRate;
+    await sendAdmitted(budget!, 20);
+    // One acquire reached Redis; the other 19 went under the lease it gave.
+    expect(Number(await connections[0]!.hget(learned, 's'))).toBe(1);
+    await budget!.block(1000);
+    expect(Number(await connections[0]!.hget(learned, 's'))).toBe(20);
+    // The cut's base is all 20 the service admitted.
+    expect(await budget!.learnedRate()).toBeCloseTo(ADAPTIVE_RATE.decrease * 20, 5);
+  });
+
   it('a 429 cuts the rate to decrease × what the service admitted, once for a burst, and every process paces at it', async () => {
     const [first, second] = budgets(2);
     await sendAdmitted(first!, 30);
     await first!.block(1000);
     const learned = await first!.learnedRate();
-    // 29 admitted answers were reported (the 30th is reported with the next request).
+    // The 30 admitted answers were reported (most of them with the 429: they went under a lease).
     expect(learned).toBeGreaterThan(0);
-    expect(learned).toBeLessThanOrEqual(ADAPTIVE_RATE.decrease * 29);
+    expect(learned).toBeLessThanOrEqual(ADAPTIVE_RATE.decrease * 30);
     expect(await second!.learnedRate()).toBe(learned);
 
     // More 429s from the same burst (requests already in flight) cut nothing more.
