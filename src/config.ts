@@ -48,6 +48,8 @@ export interface Config {
   httpTimeoutMs: number;
   /** SUBSYNC_JOB_LOCK_MS: how long a row job is locked to its worker; a dead worker's job is taken over after it. Default {@link JOB_LOCK_MS}. */
   jobLockMs: number;
+  /** SUBSYNC_REDIS_CLUSTER: REDIS_URL names a node of a Redis Cluster. Default false. */
+  redisCluster: boolean;
   /** SUBSYNC_QUEUE_PREFIX: the prefix of every Redis key. Default `subsync`; `{subsync}` on Redis Cluster. */
   queuePrefix: string;
   /** SUBSYNC_LOG_LEVEL: the pino level. Default `info`. */
@@ -92,6 +94,13 @@ export const CONFIG_VARIABLES: readonly ConfigVariable[] = [
     default: 'redis://127.0.0.1:6379',
     description: 'Redis for the queues, the import ledger and the shared API budget.',
     expected: 'a redis:// or rediss:// URL with a host, e.g. redis://127.0.0.1:6379',
+    secret: false,
+  },
+  {
+    name: 'SUBSYNC_REDIS_CLUSTER',
+    default: 'false',
+    description: 'REDIS_URL names one node of a Redis Cluster; subsync learns the others and follows redirections.',
+    expected: 'true or false (true needs SUBSYNC_QUEUE_PREFIX to start with a hash tag, e.g. {subsync}, and REDIS_URL without a database number)',
     secret: false,
   },
   {
@@ -249,6 +258,10 @@ const EnvSchema = z.object({
     .url({ protocol: /^rediss?$/ })
     .refine((url) => new URL(url).hostname !== '')
     .default('redis://127.0.0.1:6379'),
+  SUBSYNC_REDIS_CLUSTER: z
+    .enum(['true', 'false', '1', '0', 'yes', 'no'])
+    .default('false')
+    .transform((flag) => flag === 'true' || flag === '1' || flag === 'yes'),
   SUBSYNC_RATE: z.coerce.number().positive().finite().optional(),
   SUBSYNC_CONCURRENCY: wholeNumber.default(DEFAULT_CONCURRENCY),
   SUBSYNC_DATA_DIR: z
@@ -282,6 +295,10 @@ const EnvSchema = z.object({
   // The HTTP timeout must stay well under the job lock, so a live job is never taken for a dead one.
   if (env.SUBSYNC_HTTP_TIMEOUT_MS * 2 >= env.SUBSYNC_JOB_LOCK_MS) {
     ctx.addIssue({ code: 'custom', path: ['SUBSYNC_HTTP_TIMEOUT_MS'], message: 'not under half the job lock' });
+  }
+  // On a cluster, the scripts need every key in one slot (a hash-tagged prefix), and there is only database 0.
+  if (env.SUBSYNC_REDIS_CLUSTER && (!env.SUBSYNC_QUEUE_PREFIX.startsWith('{') || !/^\/?0?$/.test(new URL(env.REDIS_URL).pathname))) {
+    ctx.addIssue({ code: 'custom', path: ['SUBSYNC_REDIS_CLUSTER'], message: 'needs a hash-tagged prefix and database 0' });
   }
 });
 
@@ -321,6 +338,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     apiUrl: e.SUBSYNC_API_URL,
     apiAuth: e.SUBSYNC_API_AUTH,
     redisUrl: e.REDIS_URL,
+    redisCluster: e.SUBSYNC_REDIS_CLUSTER,
     rate: e.SUBSYNC_RATE,
     concurrency: e.SUBSYNC_CONCURRENCY,
     dataDir: e.SUBSYNC_DATA_DIR,

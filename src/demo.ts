@@ -87,7 +87,7 @@ async function finished(store: Parameters<typeof importStatus>[0], importId: str
 }
 
 async function removeKeys(config: Config, prefix: string): Promise<void> {
-  const redis = createRedis(config.redisUrl);
+  const redis = createRedis(config.redisUrl, { cluster: config.redisCluster });
   try {
     await deleteKeysWithPrefix(redis, prefix);
   } finally {

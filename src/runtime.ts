@@ -1,5 +1,5 @@
 import type { Worker } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './queue/redis.js';
 import type { Logger } from 'pino';
 import { createApiClient, type ApiClient } from './api/client.js';
 import type { CardKeyring } from './cards/crypto.js';
@@ -22,7 +22,7 @@ import { createImportStore, type ImportStore } from './store/importStore.js';
 export interface Runtime {
   config: Config;
   logger: Logger;
-  redis: Redis;
+  redis: RedisClient;
   store: ImportStore;
   queues: Queues;
   keyring: CardKeyring | undefined;
@@ -37,11 +37,11 @@ export interface Runtime {
 
 /** Checks Redis (reachable, noeviction; warns when it persists nothing) and opens the runtime. */
 export async function openRuntime(config: Config, logger: Logger): Promise<Runtime> {
-  for (const warning of await checkRedis(config.redisUrl)) logger.warn(warning);
-  const redis = createRedis(config.redisUrl);
+  for (const warning of await checkRedis(config.redisUrl, undefined, { cluster: config.redisCluster })) logger.warn(warning);
+  const redis = createRedis(config.redisUrl, { cluster: config.redisCluster });
   redis.on('error', (error) => logger.warn({ err: error }, 'redis connection error'));
   // The ledger has its own, auto-pipelined connection: a worker's rows read and settle in shared writes.
-  const storeRedis = createRedis(config.redisUrl, { autoPipelining: true });
+  const storeRedis = createRedis(config.redisUrl, { autoPipelining: true, cluster: config.redisCluster });
   storeRedis.on('error', (error) => logger.warn({ err: error }, 'redis connection error'));
   const store = createImportStore(storeRedis, config.queuePrefix);
   const queues = openQueues(redis, config.queuePrefix, (error) => logger.warn({ err: error }, 'queue connection error'));

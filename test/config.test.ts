@@ -23,6 +23,7 @@ describe('loadConfig', () => {
       apiUrl: undefined,
       apiAuth: undefined,
       redisUrl: 'redis://127.0.0.1:6379',
+      redisCluster: false,
       rate: undefined,
       concurrency: DEFAULT_CONCURRENCY,
       dataDir: path.resolve('./var'),

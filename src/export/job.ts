@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { UnrecoverableError, type Job, type Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../queue/redis.js';
 import type { Logger } from 'pino';
 import type { ApiClient } from '../api/client.js';
 import { ApiError } from '../api/errors.js';
@@ -38,7 +38,7 @@ export { EXPORT_JOB };
 
 /** What the export job uses; a control worker's ControlDeps has all of it. */
 export interface ExportDeps {
-  connection: Redis;
+  connection: RedisClient;
   prefix: string;
   /** The process's API client, drawing from the fleet-wide budget. */
   api: ApiClient;

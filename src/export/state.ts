@@ -18,7 +18,7 @@
  * EXPORT_DEFAULTS.recordTtlSeconds.
  */
 import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../queue/redis.js';
 import { z } from 'zod';
 import { EXPORT_DEFAULTS } from '../policy.js';
 import { EXPORT_FORMATS } from './request.js';
@@ -172,7 +172,7 @@ function toHash(fields: Partial<Record<string, string | number | boolean | undef
   return out;
 }
 
-export function createExportStore(redis: Redis, prefix: string): ExportStore {
+export function createExportStore(redis: RedisClient, prefix: string): ExportStore {
   const keys = exportKeys(prefix);
   const ttl = EXPORT_DEFAULTS.recordTtlSeconds;
 

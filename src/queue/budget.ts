@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.js';
 import type { ApiCall } from '../api/client.js';
 import type { StoreKeys } from '../store/keys.js';
 import { luaScript } from '../store/script.js';
@@ -196,7 +196,7 @@ export interface BudgetOptions {
   adaptive?: AdaptiveRatePolicy;
 }
 
-export function createBudget(redis: Redis, keys: StoreKeys, options: BudgetOptions): ApiBudget {
+export function createBudget(redis: RedisClient, keys: StoreKeys, options: BudgetOptions): ApiBudget {
   const known = String(options.rate === undefined ? 0 : options.rate * (1 - KNOWN_RATE_MARGIN));
   const policy = options.adaptive ?? ADAPTIVE_RATE;
   const budgetKeys = [keys.budgetTat, keys.budgetBlockedUntil, keys.budgetRate];

@@ -1,5 +1,5 @@
 import { Worker, type Job } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.js';
 import type { Logger } from 'pino';
 import type { ApiClient } from '../api/client.js';
 import { EXPORT_JOB, runExportJob } from '../export/job.js';
@@ -10,7 +10,7 @@ import { CONTROL_QUEUE, FINALIZE_JOB, FinalizeJobDataSchema, type Queues } from 
 
 /** What a control job handler may use. */
 export interface ControlDeps {
-  connection: Redis;
+  connection: RedisClient;
   prefix: string;
   store: ImportStore;
   queues: Queues;

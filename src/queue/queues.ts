@@ -1,5 +1,5 @@
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.js';
 import { z } from 'zod';
 import { JOB_NAMES, type JobName } from '../outcomes.js';
 import { RETRY_DEFAULTS } from '../policy.js';
@@ -51,7 +51,7 @@ export interface Queues {
 }
 
 /** Opens the queues; `onError` hears their connection errors (a cut connection reconnects by itself). */
-export function openQueues(connection: Redis, prefix: string, onError: (error: Error) => void = () => undefined): Queues {
+export function openQueues(connection: RedisClient, prefix: string, onError: (error: Error) => void = () => undefined): Queues {
   const rows = new Queue<RowJobData, unknown, JobName>(ROWS_QUEUE, { connection, prefix });
   const control = new Queue(CONTROL_QUEUE, { connection, prefix });
   rows.on('error', onError);

@@ -1,4 +1,7 @@
-import { Redis } from 'ioredis';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
+
+/** A connection to one Redis, or to a Redis Cluster (SUBSYNC_REDIS_CLUSTER). */
+export type RedisClient = Redis | Cluster;
 
 /** Why subsync will not start against this Redis; the message is one line an operator can act on. */
 export class RedisCheckError extends Error {
@@ -20,17 +23,27 @@ export const START_REDIS_HINT =
  * the commands issued in one event-loop turn in one write (for subsync's own
  * keys only: BullMQ's connections keep it off, since users of Bull and
  * BullMQ have reported lost job data and lock errors with it).
- * `maxRetriesPerRequest:
- * null` is what BullMQ workers need: a command waits out a reconnect instead
- * of failing, so a cut Redis connection is survived.
+ * `maxRetriesPerRequest: null` is what BullMQ workers need: a command waits
+ * out a reconnect instead of failing, so a cut Redis connection is survived.
+ * With `cluster`, `url` names one node of a Redis Cluster, from which the
+ * client learns the others and follows their redirections.
  */
-export function createRedis(url: string, options: { lazyConnect?: boolean; autoPipelining?: boolean } = {}): Redis {
-  return new Redis(url, {
-    maxRetriesPerRequest: null,
-    enableReadyCheck: true,
-    lazyConnect: options.lazyConnect ?? false,
-    enableAutoPipelining: options.autoPipelining ?? false,
-  });
+export function createRedis(url: string, options: { lazyConnect?: boolean; autoPipelining?: boolean; cluster?: boolean } = {}): RedisClient {
+  const lazyConnect = options.lazyConnect ?? false;
+  const enableAutoPipelining = options.autoPipelining ?? false;
+  if (!options.cluster) return new Redis(url, { maxRetriesPerRequest: null, enableReadyCheck: true, lazyConnect, enableAutoPipelining });
+  const { node, redisOptions } = clusterNode(url);
+  return new Cluster([node], { redisOptions: { ...redisOptions, maxRetriesPerRequest: null }, enableReadyCheck: true, lazyConnect, enableAutoPipelining });
+}
+
+/** The seed node and the per-node options (credentials, TLS) of a Redis Cluster URL. */
+function clusterNode(url: string): { node: { host: string; port: number }; redisOptions: RedisOptions } {
+  const parsed = new URL(url);
+  const decode = (text: string): string | undefined => (text === '' ? undefined : decodeURIComponent(text));
+  return {
+    node: { host: parsed.hostname.replace(/^\[|\]$/g, ''), port: Number(parsed.port || 6379) },
+    redisOptions: { username: decode(parsed.username), password: decode(parsed.password), ...(parsed.protocol === 'rediss:' ? { tls: {} } : {}) },
+  };
 }
 
 /**
@@ -40,44 +53,67 @@ export function createRedis(url: string, options: { lazyConnect?: boolean; autoP
  * Returns the warnings. A managed Redis that forbids CONFIG is let through
  * with a warning, since the policy cannot be read.
  */
-export async function checkRedis(url: string, timeoutMs = 3000): Promise<string[]> {
-  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: timeoutMs, retryStrategy: () => null });
-  redis.on('error', () => undefined);
+export async function checkRedis(url: string, timeoutMs = 3000, options: { cluster?: boolean } = {}): Promise<string[]> {
+  if (!options.cluster) {
+    const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: timeoutMs, retryStrategy: () => null });
+    return checkNodes(url, redis, async () => [redis]);
+  }
+  // A cluster: every master is checked (each holds its own policy and persistence).
+  const { node, redisOptions } = clusterNode(url);
+  const cluster = new Cluster([node], {
+    lazyConnect: true,
+    clusterRetryStrategy: () => null,
+    redisOptions: { ...redisOptions, maxRetriesPerRequest: 0, connectTimeout: timeoutMs },
+  });
+  return checkNodes(url, cluster, async () => cluster.nodes('master'));
+}
+
+async function checkNodes(url: string, client: RedisClient, nodesOf: () => Promise<Redis[]>): Promise<string[]> {
+  client.on('error', () => undefined);
   try {
+    let nodes: Redis[];
     try {
-      await redis.connect();
-      await redis.ping();
+      await client.connect();
+      await client.ping();
+      nodes = await nodesOf();
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
       throw new RedisCheckError('REDIS_UNREACHABLE', `Redis is not reachable at ${redactUrl(url)} (${reason}); ${START_REDIS_HINT}`);
     }
-    const warnings: string[] = [];
-    let policy: string | undefined;
-    let save = '';
-    let appendonly = '';
-    try {
-      policy = configValue(await redis.config('GET', 'maxmemory-policy'));
-      save = configValue(await redis.config('GET', 'save')) ?? '';
-      appendonly = configValue(await redis.config('GET', 'appendonly')) ?? '';
-    } catch {
-      warnings.push('Redis refuses CONFIG GET, so its maxmemory-policy and persistence cannot be checked; they must be noeviction and on');
-      return warnings;
-    }
-    if (policy !== undefined && policy !== 'noeviction') {
-      throw new RedisCheckError(
-        'REDIS_EVICTION',
-        `Redis at ${redactUrl(url)} has maxmemory-policy ${policy}; subsync needs noeviction (BullMQ loses jobs when keys are evicted): CONFIG SET maxmemory-policy noeviction`,
-      );
-    }
-    if (save.trim() === '' && appendonly !== 'yes') {
-      warnings.push(
-        'Redis persists nothing (no RDB snapshots, no AOF): a Redis restart loses every queued row and ledger; fine for tests, not for production (use --appendonly yes)',
-      );
-    }
-    return warnings;
+    const warnings = new Set<string>();
+    for (const node of nodes) for (const warning of await checkNode(url, node)) warnings.add(warning);
+    return [...warnings];
   } finally {
-    redis.disconnect();
+    client.disconnect();
   }
+}
+
+/** One node's policy (noeviction, else refused) and persistence (warned about when off). */
+async function checkNode(url: string, redis: Redis): Promise<string[]> {
+  const warnings: string[] = [];
+  let policy: string | undefined;
+  let save = '';
+  let appendonly = '';
+  try {
+    policy = configValue(await redis.config('GET', 'maxmemory-policy'));
+    save = configValue(await redis.config('GET', 'save')) ?? '';
+    appendonly = configValue(await redis.config('GET', 'appendonly')) ?? '';
+  } catch {
+    warnings.push('Redis refuses CONFIG GET, so its maxmemory-policy and persistence cannot be checked; they must be noeviction and on');
+    return warnings;
+  }
+  if (policy !== undefined && policy !== 'noeviction') {
+    throw new RedisCheckError(
+      'REDIS_EVICTION',
+      `Redis at ${redactUrl(url)} has maxmemory-policy ${policy}; subsync needs noeviction (BullMQ loses jobs when keys are evicted): CONFIG SET maxmemory-policy noeviction`,
+    );
+  }
+  if (save.trim() === '' && appendonly !== 'yes') {
+    warnings.push(
+      'Redis persists nothing (no RDB snapshots, no AOF): a Redis restart loses every queued row and ledger; fine for tests, not for production (use --appendonly yes)',
+    );
+  }
+  return warnings;
 }
 
 function configValue(reply: unknown): string | undefined {
@@ -95,14 +131,18 @@ export function redactUrl(url: string): string {
   }
 }
 
-/** Removes every key under `prefix:` (the demo's own keys, a test's). SCAN, never KEYS. */
-export async function deleteKeysWithPrefix(redis: Redis, prefix: string): Promise<number> {
+/** Removes every key under `prefix:` (the demo's own keys, a test's). SCAN, never KEYS; on a cluster, SCAN of each master. */
+export async function deleteKeysWithPrefix(redis: RedisClient, prefix: string): Promise<number> {
+  const nodes = redis instanceof Cluster ? redis.nodes('master') : [redis];
   let removed = 0;
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-    cursor = next;
-    if (keys.length > 0) removed += await redis.unlink(...keys);
-  } while (cursor !== '0');
+  for (const node of nodes) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+      cursor = next;
+      // One UNLINK per key on a cluster: keys of different slots cannot share a command.
+      if (keys.length > 0) removed += redis instanceof Cluster ? (await Promise.all(keys.map((key) => node.unlink(key)))).reduce((a, b) => a + b, 0) : await node.unlink(...keys);
+    } while (cursor !== '0');
+  }
   return removed;
 }

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.js';
 import type { Logger } from 'pino';
 import { PROCESSORS, READ_BACKS, type RowContext, type RowOutcome } from '../../jobs/index.js';
 import type { ApiClient } from '../api/client.js';
@@ -28,7 +28,7 @@ import {
 const DEFAULT_RATE_LIMIT_WAIT_MS = 1_000;
 
 export interface RowWorkerOptions {
-  connection: Redis;
+  connection: RedisClient;
   prefix: string;
   concurrency: number;
   store: ImportStore;

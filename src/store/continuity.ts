@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../queue/redis.js';
 import { z } from 'zod';
 
 const MarkerSchema = z.object({ id: z.string(), since: z.number() });
@@ -13,7 +13,7 @@ type Marker = z.infer<typeof MarkerSchema>;
  * last saw. A remembered marker missing from Redis means everything queued
  * before is gone. Returns the explanation for the operator, or undefined.
  */
-export async function checkContinuity(redis: Redis, prefix: string, dataDir: string, now = Date.now()): Promise<string | undefined> {
+export async function checkContinuity(redis: RedisClient, prefix: string, dataDir: string, now = Date.now()): Promise<string | undefined> {
   const key = `${prefix}:instance`;
   const local = path.join(dataDir, 'state', `redis-instance.${prefix.replace(/[^A-Za-z0-9_.-]/g, '_')}.json`);
   const seen = await readMarker(local);

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../queue/redis.js';
 import { z } from 'zod';
 import { IMPORT_KINDS, JOB_NAMES, ROW_STATUSES, type ImportKind, type JobName, type RowStatus } from '../outcomes.js';
 import { storeKeys } from './keys.js';
@@ -186,7 +186,7 @@ export interface SettleResult {
 
 export type ImportStore = ReturnType<typeof createImportStore>;
 
-export function createImportStore(redis: Redis, prefix: string) {
+export function createImportStore(redis: RedisClient, prefix: string) {
   const keys = storeKeys(prefix);
 
   /** Settles a row, adding its run's API figures in the same round trip. */

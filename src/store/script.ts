@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../queue/redis.js';
 
 /**
  * A Lua script run by its SHA1 (EVALSHA), so the hot path sends a 40-byte
@@ -7,7 +7,7 @@ import type { Redis } from 'ioredis';
  * Redis (new, restarted or flushed) answers NOSCRIPT.
  */
 export interface LuaScript {
-  run(redis: Redis, keys: readonly string[], args: readonly string[]): Promise<unknown>;
+  run(redis: RedisClient, keys: readonly string[], args: readonly string[]): Promise<unknown>;
 }
 
 export function luaScript(lua: string): LuaScript {

@@ -3,11 +3,11 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { loadConfig, type Config } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
 import type { BackoffBounds } from '../../src/queue/queues.js';
-import { deleteKeysWithPrefix } from '../../src/queue/redis.js';
+import { deleteKeysWithPrefix, type RedisClient } from '../../src/queue/redis.js';
 import { openRuntime, startWorkers, type Runtime, type WorkerHandles } from '../../src/runtime.js';
 import { startSandbox, type Sandbox, type SandboxFaults } from '../../src/sandbox/server.js';
 
@@ -103,8 +103,13 @@ export async function until<T>(check: () => Promise<T | undefined>, what: string
 }
 
 /** Every value stored under a prefix, as text: what a Redis dump would show of subsync's data. */
-export async function redisText(redis: Redis, prefix: string): Promise<string> {
+export async function redisText(client: RedisClient, prefix: string): Promise<string> {
   const parts: string[] = [];
+  for (const redis of client instanceof Cluster ? client.nodes('master') : [client]) await nodeText(redis, prefix, parts);
+  return parts.join('\n');
+}
+
+async function nodeText(redis: Redis, prefix: string, parts: string[]): Promise<void> {
   let cursor = '0';
   do {
     const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
@@ -119,5 +124,4 @@ export async function redisText(redis: Redis, prefix: string): Promise<string> {
       else if (type === 'stream') parts.push(JSON.stringify(await redis.xrange(key, '-', '+')));
     }
   } while (cursor !== '0');
-  return parts.join('\n');
 }
