@@ -129,6 +129,7 @@ export function startWorkers(
           store: runtime.store,
           queues: runtime.queues,
           api,
+          budget,
           dataDir: runtime.config.dataDir,
           logger: runtime.logger,
         });

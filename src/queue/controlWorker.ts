@@ -2,6 +2,7 @@ import { Worker, type Job } from 'bullmq';
 import type { RedisClient } from './redis.js';
 import type { Logger } from 'pino';
 import type { ApiClient } from '../api/client.js';
+import type { ApiBudget } from './budget.js';
 import { EXPORT_JOB, runExportJob } from '../export/job.js';
 import { forgetCardData } from '../import/cardData.js';
 import { finalizeImport } from '../import/finalize.js';
@@ -16,6 +17,8 @@ export interface ControlDeps {
   queues: Queues;
   /** The process's API client, drawing from the fleet-wide budget. */
   api: ApiClient;
+  /** That budget (a 429 during an export is the fleet's). */
+  budget: ApiBudget;
   dataDir: string;
   logger: Logger;
 }
