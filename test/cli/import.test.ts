@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startPipeline, until, type Pipeline } from '../support/pipeline.js';
+import { envOf, startPipeline, until, type Pipeline } from '../support/pipeline.js';
 import { killAll, subsync, waitForOutput } from '../support/cli.js';
 import { rowJobId } from '../../src/queue/queues.js';
 
@@ -11,19 +11,6 @@ afterEach(async () => {
   await pipeline?.close();
   pipeline = undefined;
 });
-
-/** The environment a spawned subsync needs to share the test's Redis prefix, sandbox and data dir. */
-function envOf(p: Pipeline, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
-  return {
-    REDIS_URL: 'redis://127.0.0.1:6379',
-    SUBSYNC_QUEUE_PREFIX: p.prefix,
-    SUBSYNC_API_URL: p.sandbox.url,
-    SUBSYNC_DATA_DIR: p.dataDir,
-    SUBSYNC_CARD_KEY: 'ab'.repeat(32),
-    SUBSYNC_LOG_LEVEL: 'warn',
-    ...extra,
-  };
-}
 
 describe('subsync import', () => {
   it('--wait exits 3 when some rows did not succeed, 0 when all did; the same file again adds nothing and reports the same', async () => {

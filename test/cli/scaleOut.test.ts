@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { importStatus } from '../../src/import/status.js';
 import { killAll, requireBuiltCli, subsync, waitForOutput, type Run } from '../support/cli.js';
 import { maxInSlidingWindow, rowsSettled } from '../support/fleet.js';
-import { REDIS_URL, startPipeline, type Pipeline } from '../support/pipeline.js';
+import { envOf, startPipeline, type Pipeline } from '../support/pipeline.js';
 
 let pipeline: Pipeline | undefined;
 beforeAll(requireBuiltCli);
@@ -20,18 +20,6 @@ afterEach(async () => {
   await pipeline?.close();
   pipeline = undefined;
 });
-
-/** The environment a spawned subsync needs to share the test's Redis prefix, sandbox and data dir. */
-function envOf(p: Pipeline, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
-  return {
-    REDIS_URL,
-    SUBSYNC_QUEUE_PREFIX: p.prefix,
-    SUBSYNC_API_URL: p.sandbox.url,
-    SUBSYNC_DATA_DIR: p.dataDir,
-    SUBSYNC_LOG_LEVEL: 'warn',
-    ...extra,
-  };
-}
 
 const ResultRowsSchema = z.array(z.object({ FirstName: z.string(), _row: z.string(), _status: z.string(), _customerId: z.string() }));
 

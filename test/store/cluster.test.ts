@@ -15,7 +15,7 @@ import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { killAll, requireBuiltCli, subsync, waitForOutput } from '../support/cli.js';
 import { hashSlot } from '../support/fleet.js';
 import { until } from '../support/pipeline.js';
-import { startOwnRedis, type OwnRedis } from '../support/redisServer.js';
+import { allKeys, startOwnRedis, type OwnRedis } from '../support/redisServer.js';
 
 const PREFIX = '{subsync}';
 
@@ -67,17 +67,6 @@ async function ownerOf(slot: number): Promise<number> {
   return index;
 }
 
-async function keysOn(client: Redis): Promise<string[]> {
-  const keys: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, batch] = await client.scan(cursor, 'COUNT', 1000);
-    cursor = next;
-    keys.push(...batch);
-  } while (cursor !== '0');
-  return keys;
-}
-
 describe('SUBSYNC_REDIS_CLUSTER', () => {
   it('is refused without a hash-tagged prefix, naming the variable', () => {
     expect(() => loadConfig({ SUBSYNC_REDIS_CLUSTER: 'true', SUBSYNC_QUEUE_PREFIX: 'subsync' })).toThrow(/SUBSYNC_REDIS_CLUSTER="true": expected true or false \(true needs SUBSYNC_QUEUE_PREFIX to start with a hash tag/);
@@ -118,9 +107,9 @@ describe('SUBSYNC_REDIS_CLUSTER', () => {
 
     const created = sandbox.store.customers().filter((c) => c.LastName === 'Cluster').map((c) => c.FirstName);
     expect(created.sort()).toEqual(rows.map((_, i) => `Row${i + 1}`).sort());
-    const onOwner = await keysOn(clients[owner]!);
+    const onOwner = await allKeys(clients[owner]!);
     expect(onOwner.some((key) => key.startsWith(`${PREFIX}:import:`))).toBe(true);
     expect(onOwner.some((key) => key.startsWith(`${PREFIX}:subsync-rows:`))).toBe(true);
-    for (const [index, client] of clients.entries()) if (index !== owner) expect(await keysOn(client)).toEqual([]);
+    for (const [index, client] of clients.entries()) if (index !== owner) expect(await allKeys(client)).toEqual([]);
   }, 180_000);
 });

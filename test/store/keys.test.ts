@@ -18,7 +18,7 @@ import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { killAll, requireBuiltCli, subsync, waitForOutput } from '../support/cli.js';
 import { hashSlot } from '../support/fleet.js';
 import { until } from '../support/pipeline.js';
-import { startOwnRedis, type OwnRedis } from '../support/redisServer.js';
+import { allKeys, startOwnRedis, type OwnRedis } from '../support/redisServer.js';
 
 const PREFIX = '{subsync}';
 
@@ -46,17 +46,6 @@ async function startClusterNode(configDir: string): Promise<{ server: OwnRedis; 
   await c.call('CLUSTER', 'ADDSLOTSRANGE', '0', '16383');
   await until(async () => ((await c.call('CLUSTER', 'INFO')) as string).includes('cluster_state:ok') || undefined, 'the cluster to be ok', 20_000);
   return { server, client: c };
-}
-
-async function allKeys(c: Redis): Promise<string[]> {
-  const keys: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, batch] = await c.scan(cursor, 'COUNT', 1000);
-    cursor = next;
-    keys.push(...batch);
-  } while (cursor !== '0');
-  return keys.sort();
 }
 
 describe('the {subsync} prefix on Redis Cluster', () => {

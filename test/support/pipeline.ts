@@ -102,6 +102,19 @@ export async function until<T>(check: () => Promise<T | undefined>, what: string
   }
 }
 
+/** The environment a spawned subsync needs to share the test's Redis prefix, sandbox and data dir (and a card key). */
+export function envOf(p: Pipeline, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  return {
+    REDIS_URL,
+    SUBSYNC_QUEUE_PREFIX: p.prefix,
+    SUBSYNC_API_URL: p.sandbox.url,
+    SUBSYNC_DATA_DIR: p.dataDir,
+    SUBSYNC_CARD_KEY: 'ab'.repeat(32),
+    SUBSYNC_LOG_LEVEL: 'warn',
+    ...extra,
+  };
+}
+
 /** Every value stored under a prefix, as text: what a Redis dump would show of subsync's data. */
 export async function redisText(client: RedisClient, prefix: string): Promise<string> {
   const parts: string[] = [];

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer } from 'node:net';
+import type { Redis } from 'ioredis';
 
 /** A port nothing listens on. */
 export async function freePort(): Promise<number> {
@@ -51,4 +52,16 @@ export async function startOwnRedis(args: string[] = ['--save', '', '--appendonl
     },
     stop,
   };
+}
+
+/** Every key of one Redis node, sorted (SCAN, for a test's own small Redis). */
+export async function allKeys(client: Redis): Promise<string[]> {
+  const keys: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, batch] = await client.scan(cursor, 'COUNT', 1000);
+    cursor = next;
+    keys.push(...batch);
+  } while (cursor !== '0');
+  return keys.sort();
 }
