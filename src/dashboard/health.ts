@@ -12,8 +12,10 @@ export const RECENT_IMPORTS = 50;
 export interface QueueHealth {
   queues: Array<{ name: string; paused: boolean; counts: Record<QueueState, number> }>;
   budget: {
-    /** SUBSYNC_RATE, requests per second for the whole fleet; undefined = not paced. */
+    /** SUBSYNC_RATE, requests per second for the whole fleet; undefined = learned from 429s. */
     rate: number | undefined;
+    /** The fleet's rate learned from 429s (requests/s); undefined while none is learned. */
+    learned: number | undefined;
     /** Epoch ms until which nobody sends (after a 429); undefined when not blocked. */
     blockedUntil: number | undefined;
   };
@@ -35,10 +37,11 @@ async function queueCounts(queue: Queue): Promise<{ name: string; paused: boolea
 /** Queue depths, the API budget and recent 429s (DESIGN section 9), read from Redis now. */
 export async function queueHealth(runtime: Runtime, now = Date.now()): Promise<QueueHealth> {
   const { redis, store, queues } = runtime;
-  const [rows, control, blocked, ids, counter] = await Promise.all([
+  const [rows, control, blocked, learned, ids, counter] = await Promise.all([
     queueCounts(queues.rows),
     queueCounts(queues.control),
     redis.get(store.keys.budgetBlockedUntil),
+    redis.hget(store.keys.budgetRate, 'r'),
     store.listImportIds(RECENT_IMPORTS),
     apiRateLimited.get(),
   ]);
@@ -46,7 +49,7 @@ export async function queueHealth(runtime: Runtime, now = Date.now()): Promise<Q
   const blockedUntil = blocked === null ? undefined : Number(blocked);
   return {
     queues: [rows, control],
-    budget: { rate: runtime.config.rate, blockedUntil: blockedUntil !== undefined && blockedUntil > now ? blockedUntil : undefined },
+    budget: { rate: runtime.config.rate, learned: learned === null ? undefined : Number(learned), blockedUntil: blockedUntil !== undefined && blockedUntil > now ? blockedUntil : undefined },
     rateLimited: {
       recentImports: figures.reduce((sum, f) => sum + f.rateLimited, 0),
       imports: ids.length,

@@ -13,7 +13,8 @@ export const METRICS_IMPORTS = 1000;
  * process) and gauges read from Redis at scrape time, which are the same
  * whichever process is scraped:
  * - `subsync_queue_jobs{queue,state}`: jobs per queue and state;
- * - `subsync_api_budget_rate`: SUBSYNC_RATE (0 = not paced);
+ * - `subsync_api_budget_rate`: SUBSYNC_RATE (0 = unset);
+ * - `subsync_api_budget_learned_rate`: the rate learned from 429s (0 = none);
  * - `subsync_api_budget_blocked_seconds`: how long the budget stays blocked after a 429;
  * - `subsync_import_rows{kind,status}`: rows by kind and outcome, summed over
  *   the most recent {@link METRICS_IMPORTS} imports held in Redis (the whole
@@ -42,10 +43,19 @@ export function createScrape(runtime: Runtime): { contentType: string; metrics()
 
   new Gauge({
     name: 'subsync_api_budget_rate',
-    help: 'Configured API requests per second for the whole fleet (SUBSYNC_RATE); 0 = not paced',
+    help: 'Configured API requests per second for the whole fleet (SUBSYNC_RATE); 0 = unset (the rate is learned from 429s)',
     registers: [registry],
     collect() {
       this.set(runtime.config.rate ?? 0);
+    },
+  });
+
+  new Gauge({
+    name: 'subsync_api_budget_learned_rate',
+    help: 'API requests per second the fleet learned from 429s (0 = none learned: no 429 lately)',
+    registers: [registry],
+    async collect() {
+      this.set(Number((await redis.hget(store.keys.budgetRate, 'r')) ?? 0));
     },
   });
 

@@ -85,7 +85,8 @@ ${run.manifestFile ? html`<a href="/exports/${run.manifestFile}" download>${run.
 <p class="hint">Every job, its data and its history: <a href="/queues">bull-board</a> (rows queue read-only there: retry rows from the imports pages, which reopen their ledger entries).</p>
 <h2>API budget</h2>
 <dl class="facts">
-<dt>Configured rate</dt><dd>${health.budget.rate === undefined ? 'not paced (SUBSYNC_RATE unset)' : `${health.budget.rate} requests/s for the whole fleet`}</dd>
+<dt>Configured rate</dt><dd>${health.budget.rate === undefined ? 'none (SUBSYNC_RATE unset): the fleet learns one from 429s' : `${health.budget.rate} requests/s for the whole fleet`}</dd>
+<dt>Learned rate</dt><dd>${health.budget.learned === undefined ? 'none: no 429 lately, not paced by it' : `${Number(health.budget.learned.toFixed(1))} requests/s for the whole fleet (learned from 429s)`}</dd>
 <dt>Blocked</dt><dd>${health.budget.blockedUntil === undefined ? 'no' : `until ${iso(new Date(health.budget.blockedUntil))} (${Math.ceil((health.budget.blockedUntil - now) / 1000)} s, after a 429)`}</dd>
 <dt>429s, recent imports</dt><dd>${health.rateLimited.recentImports} <span class="hint">(summed over the ${health.rateLimited.imports} most recent imports)</span></dd>
 <dt>429s, this process</dt><dd>${health.rateLimited.thisProcess} <span class="hint">(since it started; <code>subsync_api_rate_limited_total</code>)</span></dd>

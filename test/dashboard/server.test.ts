@@ -360,11 +360,13 @@ describe('dashboard: pages', () => {
     const { redis, store } = pipeline.runtime;
     await store.addFigures(status.importId, { apiCalls: 0, retries: 0, rateLimited: 3 });
     await redis.set(store.keys.budgetBlockedUntil, String(Date.now() + 60_000), 'PX', 60_000);
+    await redis.hset(store.keys.budgetRate, 'r', '17.25');
     await pipeline.runtime.queues.control.add('export', {}, { delay: 3_600_000 });
 
     const http = client(dashboard);
     const page = await http.get('/queue-health', bearer);
     expect(page.text).toContain('25 requests/s for the whole fleet');
+    expect(page.text).toContain('<dt>Learned rate</dt><dd>17.3 requests/s for the whole fleet (learned from 429s)');
     expect(page.text).toMatch(/Blocked<\/dt><dd>until .* \((59|60) s, after a 429\)/);
     expect(page.text).toContain('<dt>429s, recent imports</dt><dd>3 ');
     const json = JSON.parse((await http.get('/api/queue-health', bearer)).text) as { queues: Array<{ name: string; counts: Record<string, number> }>; rateLimited: { recentImports: number } };
@@ -376,6 +378,7 @@ describe('dashboard: pages', () => {
     expect(metrics.text).toContain('subsync_queue_jobs{queue="subsync-control",state="delayed"} 1');
     expect(metrics.text).toContain('subsync_queue_jobs{queue="subsync-rows",state="waiting"} 0');
     expect(metrics.text).toContain('subsync_api_budget_rate 25');
+    expect(metrics.text).toContain('subsync_api_budget_learned_rate 17.25');
     expect(metrics.text).toMatch(/subsync_api_budget_blocked_seconds (59|60)(\.\d+)?\n/);
     expect(metrics.text).toContain('subsync_import_rows{kind="customers",status="created"} 1');
     expect(metrics.text).toContain('subsync_import_rows{kind="customers",status="invalid"} 1');
