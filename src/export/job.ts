@@ -15,9 +15,8 @@ import type { ApiClient } from '../api/client.js';
 import { ApiError } from '../api/errors.js';
 import { CUSTOMER_FIELDS } from '../api/schemas/index.js';
 import { EXPORT_DEFAULTS, SEARCH_PAGE_SIZE } from '../policy.js';
-import { createBudget, type ApiBudget } from '../queue/budget.js';
+import type { ApiBudget } from '../queue/budget.js';
 import { DEFAULT_BACKOFF, FAILED_RETENTION_SECONDS } from '../queue/queues.js';
-import { storeKeys } from '../store/keys.js';
 import { createInOrderWriter, type WrittenPrefix } from './inOrder.js';
 import { formatPages, locationOf, readEverything, type PagerOptions, type PagingOutcome, type StoredPage } from './pager.js';
 import { EXPORT_JOB, ExportRequestSchema, exportIdOf, exportsDirOf, fileStamp, type ExportRequest } from './request.js';
@@ -42,8 +41,8 @@ export interface ExportDeps {
   prefix: string;
   /** The process's API client, drawing from the fleet-wide budget. */
   api: ApiClient;
-  /** That budget, told of a 429 (its rate and Retry-After are the fleet's); without it, an unpaced one on the same keys. */
-  budget?: Pick<ApiBudget, 'block'>;
+  /** That budget, told of a 429 (its rate and Retry-After are the fleet's). */
+  budget: Pick<ApiBudget, 'block'>;
   dataDir: string;
   logger: Logger;
 }
@@ -159,7 +158,7 @@ export async function runExport(input: {
     paging = await readEverything({
       exportId,
       api: deps.api,
-      budget: deps.budget ?? createBudget(deps.connection, storeKeys(deps.prefix), { rate: undefined }),
+      budget: deps.budget,
       store,
       spool,
       logger: log,

@@ -41,9 +41,6 @@ import type { Spool, SpoolLocation } from './spool.js';
 import { pageKey, type ExportMode, type ExportStore, type ListingState, type PageMeta } from './state.js';
 import { formatPage } from './writer.js';
 
-/** When a 429 gives no Retry-After, everyone waits this long. */
-const DEFAULT_RATE_LIMIT_WAIT_MS = 1_000;
-
 export interface PagerOptions {
   /** Records per page: the interface's maximum, 100. */
   pageSize: number;
@@ -513,7 +510,7 @@ async function fetchPage(ctx: Paging, contains: string, page: number): Promise<S
     } catch (error) {
       if (error instanceof ApiRateLimitedError) {
         await store.increment(exportId, 'rateLimited');
-        await budget.block(error.retryAfterMs ?? DEFAULT_RATE_LIMIT_WAIT_MS);
+        await budget.block(error.retryAfterMs);
         continue;
       }
       if (error instanceof ApiError && error.transient && attempt < options.pageAttempts) {

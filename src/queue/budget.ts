@@ -39,12 +39,13 @@ export interface ApiBudget {
   /** Told of every finished call (the API client's `onCall`): answers other than 429 are what the service admitted. */
   observe(call: Pick<ApiCall, 'status'>): void;
   /**
-   * The service answered 429, asking for `ms` (its Retry-After). The learned
+   * The service answered 429, asking for `ms` (its Retry-After; without one,
+   * {@link DEFAULT_RETRY_AFTER_MS}). The learned
    * rate is cut (once for a burst of 429s); the whole fleet waits out the
    * Retry-After when it was not paced (its burst may fill the service's
    * window) or when it is longer than a second (a quota, not a rate).
    */
-  block(ms: number): Promise<void>;
+  block(ms: number | undefined): Promise<void>;
   /** The fleet's learned rate now (requests/s), or undefined while none is learned. */
   learnedRate(): Promise<number | undefined>;
 }
@@ -56,6 +57,9 @@ export interface ApiBudget {
  * request.
  */
 export const UNPACED_LEASE_MS = 100;
+
+/** A 429 that gives no Retry-After is taken to ask for this long. */
+export const DEFAULT_RETRY_AFTER_MS = 1_000;
 
 /** SUBSYNC_RATE is paced this much under: the jitter a request meets on its way must not put one too many in the service's window. */
 export const KNOWN_RATE_MARGIN = 0.025;
@@ -230,10 +234,10 @@ export function createBudget(redis: RedisClient, keys: StoreKeys, options: Budge
     observe(call) {
       if (call.status !== undefined && call.status !== 429) admitted++;
     },
-    async block(ms) {
+    async block(retryAfterMs) {
       // This process stops going unasked, and its unreported figures count in the cut.
       leaseUntil = 0;
-      const args = [ms, known, policy.decrease, policy.increase, policy.floor, policy.cutSpacingMs, policy.forgetMs, leasedSent, admitted];
+      const args = [retryAfterMs ?? DEFAULT_RETRY_AFTER_MS, known, policy.decrease, policy.increase, policy.floor, policy.cutSpacingMs, policy.forgetMs, leasedSent, admitted];
       leasedSent = 0;
       admitted = 0;
       await cutScript.run(redis, budgetKeys, args.map(String));

@@ -24,9 +24,6 @@ import {
   type RowJobData,
 } from './queues.js';
 
-/** When a 429 gives no Retry-After, everyone waits this long. */
-const DEFAULT_RATE_LIMIT_WAIT_MS = 1_000;
-
 export interface RowWorkerOptions {
   connection: RedisClient;
   prefix: string;
@@ -146,7 +143,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowJobData, un
         // when it must); this row goes back to wait without spending an attempt,
         // and takes its turn from the budget like any other. Fetching stays on:
         // the budget, not the queue, holds requests back.
-        await budget.block(error.retryAfterMs ?? DEFAULT_RATE_LIMIT_WAIT_MS);
+        await budget.block(error.retryAfterMs);
         throw Worker.RateLimitError();
       }
       const transient = error instanceof ApiError ? error.transient : true;

@@ -7,6 +7,7 @@ import { runExport } from '../../src/export/job.js';
 import { exportsDirOf } from '../../src/export/request.js';
 import { createExportStore } from '../../src/export/state.js';
 import { SEARCH_PAGE_SIZE } from '../../src/policy.js';
+import { createBudget } from '../../src/queue/budget.js';
 import { SandboxRefusal } from '../../src/sandbox/store.js';
 import { createCustomers, expectedCsvRow, expectedJson, exportNow, logSearches, readCsvRows, readManifest } from '../support/exports.js';
 import { startPipeline, type Pipeline } from '../support/pipeline.js';
@@ -143,7 +144,7 @@ describe('export job', () => {
     });
     const api = createApiClient({ baseUrl: pipeline.sandbox.url });
     const store = createExportStore(pipeline.runtime.redis, pipeline.prefix);
-    const deps = { connection: pipeline.runtime.redis, prefix: pipeline.prefix, api, dataDir: pipeline.dataDir, logger: pipeline.runtime.logger };
+    const deps = { connection: pipeline.runtime.redis, prefix: pipeline.prefix, api, budget: createBudget(pipeline.runtime.redis, pipeline.runtime.store.keys, { rate: undefined }), dataDir: pipeline.dataDir, logger: pipeline.runtime.logger };
     const input = { exportId: 'resume-1', jobId: 'resume-1', request: { format: 'csv' as const, gzip: false }, store, deps, pager: { pageAttempts: 1, concurrency: 4 } };
     try {
       await expect(runExport(input)).rejects.toThrow(/temporarily unavailable/);
@@ -178,7 +179,7 @@ describe('export job', () => {
     const api = createApiClient({ baseUrl: pipeline.sandbox.url });
     try {
       const exportStore = createExportStore(pipeline.runtime.redis, pipeline.prefix);
-      const deps = { connection: pipeline.runtime.redis, prefix: pipeline.prefix, api, dataDir: pipeline.dataDir, logger: pipeline.runtime.logger };
+      const deps = { connection: pipeline.runtime.redis, prefix: pipeline.prefix, api, budget: createBudget(pipeline.runtime.redis, pipeline.runtime.store.keys, { rate: undefined }), dataDir: pipeline.dataDir, logger: pipeline.runtime.logger };
       const result = await runExport({ exportId: 'busy', jobId: 'busy', request: { format: 'jsonl', gzip: false }, store: exportStore, deps, pager: { maxRounds: 2 } });
       expect(result.complete).toBe(false);
       const manifest = await readManifest(result.manifest);
