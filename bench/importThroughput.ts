@@ -9,10 +9,8 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Worker } from 'bullmq';
 import { Pool } from 'undici';
 import { importFile } from '../src/import/producer.js';
-import { ROWS_QUEUE, rowJobOptions } from '../src/queue/queues.js';
 import { customerRows, writeCustomersCsv, COLUMNS } from './make-customers.js';
 import { log, openBenchRuntime, runConcurrent, spawnCli, spawnSandbox, waitFinished, waitForLine, type BenchRow } from './support.js';
 
@@ -66,37 +64,6 @@ export async function subsyncImport(file: string, rows: number, concurrency: num
   }
 }
 
-/**
- * What the queue alone allows: the same number of row jobs (same options and
- * data shape) through a BullMQ worker with an empty processor at the same
- * concurrency, here; jobs/s from the worker's start to the last completion.
- * No import can beat it while each row is one job.
- */
-export async function bullmqAlone(rows: number, concurrency: number): Promise<number> {
-  const bench = await openBenchRuntime();
-  try {
-    const importId = 'bench-bullmq-alone';
-    for (let first = 1; first <= rows; first += 500) {
-      const batch = Array.from({ length: Math.min(500, rows - first + 1) }, (_, i) => first + i);
-      await bench.runtime.queues.rows.addBulk(batch.map((row) => ({ name: 'customer.create' as const, data: { importId, row }, opts: rowJobOptions(importId, row) })));
-    }
-    let done = 0;
-    let finished: () => void = () => undefined;
-    const allDone = new Promise<void>((resolve) => (finished = resolve));
-    const started = performance.now();
-    const worker = new Worker(ROWS_QUEUE, async () => {
-      if (++done === rows) finished();
-      return 'created';
-    }, { connection: bench.runtime.redis, prefix: bench.prefix, concurrency });
-    await allDone;
-    const seconds = (performance.now() - started) / 1000;
-    await worker.close();
-    return rows / seconds;
-  } finally {
-    await bench.close();
-  }
-}
-
 export async function importThroughput(rows: number, concurrencies: number[]): Promise<BenchRow[]> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'subsync-bench-import-'));
   try {
@@ -116,17 +83,6 @@ export async function importThroughput(rows: number, concurrencies: number[]): P
         baselineLabel: 'raw undici creates, same concurrency (req/s)',
         note: `${rows === 20_000 ? 'issue size' : 'issue: 20,000'}${concurrency === 32 ? '; target ratio ≥ 0.85' : ''}`,
       });
-      if (concurrency === 32) {
-        const queueOnly = await bullmqAlone(rows, concurrency);
-        log(`BullMQ alone, ${rows} jobs, empty processor, concurrency ${concurrency}: ${queueOnly.toFixed(0)} jobs/s`);
-        out.push({
-          figure: `1. (the queue's ceiling) BullMQ alone: ${rows.toLocaleString('en')} row jobs, empty processor, concurrency ${concurrency} (jobs/s)`,
-          subsync: queueOnly,
-          baseline: raw,
-          baselineLabel: 'raw undici creates, same concurrency (req/s)',
-          note: 'no API call, no ledger: what one job per row allows at best',
-        });
-      }
     }
     return out;
   } finally {

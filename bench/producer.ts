@@ -2,9 +2,7 @@
  * Row 2: the producer alone (parse + validate + enqueue, no workers) as
  * `subsync import FILE` in a child process: rows/s, peak RSS (`/usr/bin/time
  * -v`) and Redis memory per waiting row; the baseline is a bare csv-parse of
- * the same file with no validation. Beside it, BullMQ's own bound: addBulk
- * alone of the same jobs (same options, batches of 500, two in flight, as the
- * producer flushes), no file, no ledger.
+ * the same file with no validation.
  */
 import { createReadStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -15,40 +13,12 @@ import { Redis } from 'ioredis';
 import { writeCustomersCsv } from './make-customers.js';
 import { REDIS_URL, deleteKeys, log, spawnCli, timeVRssMb, usedMemory, type BenchRow } from './support.js';
 import { randomUUID } from 'node:crypto';
-import { openQueues, rowJobOptions, type RowJobData } from '../src/queue/queues.js';
-import type { JobName } from '../src/outcomes.js';
 
 async function rawParse(file: string): Promise<number> {
   const started = performance.now();
   let records = 0;
   for await (const _record of createReadStream(file).pipe(parse({ bom: true, relax_column_count: true }))) records++;
   return (records - 1) / ((performance.now() - started) / 1000);
-}
-
-/** Jobs/s of BullMQ's addBulk alone, on a fresh prefix: what the producer's enqueue can never beat. */
-async function addBulkAlone(jobs: number): Promise<number> {
-  const prefix = `subsync-bench-${randomUUID().slice(0, 8)}`;
-  const connection = new Redis(REDIS_URL, { maxRetriesPerRequest: null });
-  const queues = openQueues(connection, prefix);
-  const importId = randomUUID().replaceAll('-', '').slice(0, 24);
-  try {
-    await queues.rows.waitUntilReady();
-    const started = performance.now();
-    const inFlight = new Set<Promise<unknown>>();
-    for (let first = 1; first <= jobs; first += 500) {
-      const batch: Array<{ name: JobName; data: RowJobData; opts: ReturnType<typeof rowJobOptions> }> = [];
-      for (let row = first; row < first + 500 && row <= jobs; row++) batch.push({ name: 'customer.create', data: { importId, row }, opts: rowJobOptions(importId, row) });
-      const added: Promise<unknown> = queues.rows.addBulk(batch).finally(() => inFlight.delete(added));
-      inFlight.add(added);
-      while (inFlight.size >= 2) await Promise.race(inFlight);
-    }
-    await Promise.all(inFlight);
-    return jobs / ((performance.now() - started) / 1000);
-  } finally {
-    await queues.close();
-    await connection.quit();
-    await deleteKeys(prefix);
-  }
 }
 
 export async function producer(sizes: number[]): Promise<BenchRow[]> {
@@ -76,11 +46,8 @@ export async function producer(sizes: number[]): Promise<BenchRow[]> {
         const size = `${rows.toLocaleString('en')} rows`;
         const sizeNote = rows >= 1_000_000 ? 'issue size' : rows === 100_000 ? 'issue size' : 'issue: 1,000,000 (smaller for time)';
         await deleteKeys(prefix);
-        const bullmq = await addBulkAlone(Math.min(rows, 100_000));
-        log(`producer ${rows}: BullMQ addBulk alone ${bullmq.toFixed(0)} jobs/s`);
         out.push(
           { figure: `2. Producer, ${size}: parse + validate + enqueue, child process wall time incl. start (rows/s)`, subsync: rows / seconds, baseline, baselineLabel: 'bare csv-parse of the file (rows/s)', note: `${sizeNote}; target ≥ 20,000 rows/s` },
-          { figure: `2. Producer, ${size}: the same, against BullMQ addBulk alone (rows/s)`, subsync: rows / seconds, baseline: bullmq, baselineLabel: 'addBulk of the same jobs, nothing else, in process (jobs/s)', note: `what the enqueue can never beat; ${Math.min(rows, 100_000).toLocaleString('en')} jobs` },
           { figure: `2. Producer, ${size}: peak RSS (MB, /usr/bin/time -v)`, subsync: rss ?? 'not measured', baseline: 250, baselineLabel: 'target (MB)', note: 'target ≤ 250 MB, flat across sizes' },
           { figure: `2. Producer, ${size}: Redis used_memory per waiting row (bytes)`, subsync: perRow, baseline: 1536, baselineLabel: 'target (bytes)', note: 'INFO memory after − before, / rows; target ≤ 1.5 KB' },
         );

@@ -6,7 +6,6 @@ import type { CardKeyring } from './cards/crypto.js';
 import type { Config } from './config.js';
 import { createBudget, type ApiBudget } from './queue/budget.js';
 import { startControlWorker } from './queue/controlWorker.js';
-import { countCall } from './queue/figures.js';
 import { observeApiCall } from './metrics.js';
 import { openQueues, type BackoffBounds, type Queues } from './queue/queues.js';
 import { checkRedis, createRedis } from './queue/redis.js';
@@ -83,7 +82,6 @@ export function openApi(runtime: Runtime, apiUrl: string, budget: ApiBudget): Ap
     requestTimeoutMs: runtime.config.httpTimeoutMs,
     beforeRequest: () => budget.acquire(),
     onCall: (call) => {
-      countCall(call);
       observeApiCall(call);
       // What the service admitted feeds the fleet's learned rate (reported with the next acquire).
       budget.observe(call);

@@ -118,7 +118,7 @@ const withoutBraces = (key: string): string => key.replace(/^\{(.*)\}$/, '$1');
 // Builders
 
 /** Every member of a create body, blank: '' for text, null for MobileNumber. */
-const BLANK_CUSTOMER_INPUT: CustomerInput = CustomerInputSchema.parse({
+export const BLANK_CUSTOMER_INPUT: CustomerInput = CustomerInputSchema.parse({
   ...Object.fromEntries(CUSTOMER_INPUT_FIELDS.map((field) => [field, ''])),
   MobileNumber: null,
 });

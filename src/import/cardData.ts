@@ -1,5 +1,5 @@
 import type { Queues } from '../queue/queues.js';
-import { rowJobId } from '../queue/queues.js';
+import { getRowJob } from '../queue/queues.js';
 import type { ImportStore } from '../store/importStore.js';
 
 /**
@@ -14,9 +14,10 @@ export async function forgetCardData(store: ImportStore, queues: Queues, importI
   let forgotten = 0;
   for await (const { row, entry } of store.rowsWithStatus(importId, new Set(['failed', 'needs-review']))) {
     if (entry.j === null) continue;
-    const job = await queues.rows.getJob(rowJobId(importId, row));
+    const job = await getRowJob(queues, importId, row);
     if (job?.data.secrets === undefined) continue;
-    await job.updateData({ importId: job.data.importId, row: job.data.row });
+    const { secrets: _forgotten, ...rest } = job.data;
+    await job.updateData(rest);
     forgotten++;
   }
   return forgotten;

@@ -3,7 +3,7 @@ import { openSecrets, sealSecrets, type CardKeyring } from '../cards/crypto.js';
 import { CUSTOMER_ID, secretPaths, signupCustomerPath, type ColumnPlan } from '../csv/columns.js';
 import { maskCells, validateRow, type RowError, type RowOptions } from '../csv/rows.js';
 import { PROBLEM_STATUSES, type JobName, type RowStatus } from '../outcomes.js';
-import { enqueueFinalize, rowJobId, rowJobOptions, type Queues, type RowJobData } from '../queue/queues.js';
+import { enqueueFinalize, getRowJob, rowJobOptions, type Queues, type RowJobData } from '../queue/queues.js';
 import { planOf } from '../queue/rowWorker.js';
 import type { ImportRecord, ImportStore, LedgerEntry } from '../store/importStore.js';
 import { jobNameOf } from './producer.js';
@@ -133,7 +133,7 @@ export async function editAndRetryRow(
     );
   }
 
-  const job = await queues.rows.getJob(rowJobId(importId, row));
+  const job = await getRowJob(queues, importId, row);
   const secrets = cardCells(keyring, plan, secretColumns, job?.data.secrets, card, row);
   for (const [column, value] of Object.entries(secrets)) cells[Number(column)] = value;
 
@@ -158,6 +158,8 @@ export async function editAndRetryRow(
     t: entry.t,
     // The customers an upsert found before its first attempt prove a later match new; only a row that may have been sent keeps them.
     pre: reviewCreate ? entry.pre : undefined,
+    // The row now has a job of its own: its batch, if it ever runs again, leaves the row to that job.
+    h: 1,
   };
   // Reopening is the lock: it only takes a settled row, so of two racing edits (or an edit and a retry) one wins.
   const round = await store.reopenRow(importId, row, reopened);
@@ -166,7 +168,7 @@ export async function editAndRetryRow(
   const data: RowJobData = { importId, row };
   if (Object.keys(secrets).length > 0 && keyring) data.secrets = sealSecrets(keyring, secrets);
   try {
-    const stale = await queues.rows.getJob(rowJobId(importId, row));
+    const stale = await getRowJob(queues, importId, row);
     if (stale) await stale.remove();
     await queues.rows.add(jobName, data, rowJobOptions(importId, row, record.options.attempts));
   } catch (error) {
@@ -185,7 +187,7 @@ export async function cardFieldsOf(store: ImportStore, queues: Queues, keyring: 
   const columns = secretColumnsOf(planOf(record));
   let held = false;
   if (columns.accountNumber !== undefined && keyring) {
-    const job = await queues.rows.getJob(rowJobId(importId, row));
+    const job = await getRowJob(queues, importId, row);
     held = job?.data.secrets !== undefined && openSecrets(keyring, job.data.secrets)[String(columns.accountNumber)] !== undefined;
   }
   return { accountNumber: columns.accountNumber !== undefined, accountNumberNeeded: columns.accountNumber !== undefined && !held, cvCode: columns.cvCode !== undefined };

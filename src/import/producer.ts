@@ -13,11 +13,15 @@ import { scanCsvBytes } from '../csv/scan.js';
 import { cellOf, maskCells, secretColumnIndexes, validateRow, type RowError, type RowOptions } from '../csv/rows.js';
 import type { ImportKind, JobName } from '../outcomes.js';
 import { RETRY_DEFAULTS } from '../policy.js';
-import { enqueueFinalize, rowJobOptions, type Queues, type RowJobData } from '../queue/queues.js';
+import { BATCH_JOB, batchJobOptions, batchOf, enqueueFinalize, type Queues, type RowBatchData } from '../queue/queues.js';
 import type { ImportJournal } from '../store/continuity.js';
 import type { ImportStore, LedgerEntry } from '../store/importStore.js';
 
-/** Rows per flush: their ledger entries and invalid settles in one pipeline, then one addBulk. */
+/**
+ * Rows per flush: their ledger entries and invalid settles in one script call
+ * each, then one addBulk of their batch jobs. A flush ends only where a batch
+ * (ROWS_PER_BATCH consecutive rows) ends, so a batch is never split.
+ */
 const BATCH_ROWS = 500;
 /**
  * Flushes in flight while the next batch is parsed. Two keep Redis busy
@@ -158,7 +162,9 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
     const done = (async () => {
       // Ledger first: a job must always find its row's entry.
       await Promise.all([store.putPendingRows(importId, batch.pending), store.settleMany(importId, batch.invalid, now())]);
-      if (batch.jobs.length > 0) await queues.rows.addBulk(batch.jobs);
+      if (batch.jobs.size > 0) {
+        await queues.rows.addBulk([...batch.jobs].map(([block, data]) => ({ name: BATCH_JOB, data, opts: batchJobOptions(importId, block, attempts) })));
+      }
     })()
       .catch((error: unknown) => {
         flushError ??= { error };
@@ -187,15 +193,17 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
       } else {
         const name = jobNameOf(plan, csvRow.cells, options);
         batch.pending.push({ row: csvRow.row, entry: { c: cells, j: name, s: lost ? 'sent' : 'pending', a: 0 } });
-        const data: RowJobData = { importId, row: csvRow.row };
+        const block = batchOf(csvRow.row);
+        let job = batch.jobs.get(block);
+        if (!job) batch.jobs.set(block, (job = { importId, rows: [] }));
+        job.rows.push(csvRow.row);
         if (sealed) {
           const secrets: Record<string, string> = {};
           for (const index of secretColumns) secrets[String(index)] = csvRow.cells[index] ?? '';
-          data.secrets = sealSecrets(sealed, secrets);
+          (job.secrets ??= {})[String(csvRow.row)] = sealSecrets(sealed, secrets);
         }
-        batch.jobs.push({ name, data, opts: rowJobOptions(importId, csvRow.row, attempts) });
       }
-      if (batch.pending.length + batch.invalid.length >= BATCH_ROWS) {
+      if (batch.pending.length + batch.invalid.length >= BATCH_ROWS && batchOf(csvRow.row + 1) !== batchOf(csvRow.row)) {
         flush(batch);
         batch = emptyBatch();
         // Parse on while Redis writes, but never more than the bound ahead of it.
@@ -250,10 +258,11 @@ export async function scanFile(file: string, kind: ImportKind): Promise<{ digest
 interface Batch {
   pending: Array<{ row: number; entry: LedgerEntry }>;
   invalid: Array<{ row: number; entry: LedgerEntry }>;
-  jobs: Array<{ name: JobName; data: RowJobData; opts: ReturnType<typeof rowJobOptions> }>;
+  /** Batch jobs by block. */
+  jobs: Map<number, RowBatchData>;
 }
 
-const emptyBatch = (): Batch => ({ pending: [], invalid: [], jobs: [] });
+const emptyBatch = (): Batch => ({ pending: [], invalid: [], jobs: new Map() });
 
 async function validateAll(
   plan: ColumnPlan,

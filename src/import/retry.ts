@@ -1,5 +1,5 @@
 import type { Queues } from '../queue/queues.js';
-import { rowJobId, rowJobOptions } from '../queue/queues.js';
+import { getRowJob, rowJobOptions } from '../queue/queues.js';
 import type { ImportStore, LedgerEntry } from '../store/importStore.js';
 
 /** Rows `retry` takes: invalid rows need their data fixed first (edit and retry in the dashboard, or re-import). */
@@ -38,8 +38,9 @@ export async function retryRows(store: ImportStore, queues: Queues, importId: st
 
   for (const { row, entry } of targets) {
     if (entry.j === null) continue;
-    const job = await queues.rows.getJob(rowJobId(importId, row));
-    const reopened: LedgerEntry = { ...entry, s: entry.s === 'needs-review' ? 'sent' : 'pending', e: undefined, cand: undefined };
+    const job = await getRowJob(queues, importId, row);
+    // The row now has a job of its own: its batch, if it ever runs again, leaves the row to that job.
+    const reopened: LedgerEntry = { ...entry, s: entry.s === 'needs-review' ? 'sent' : 'pending', e: undefined, cand: undefined, h: 1 };
     if (record.kind !== 'customers' && job?.data.secrets === undefined) {
       // Card data lives only in the sealed job data, which is gone once the import settled.
       result.skipped.push({ row, reason: 'its card data is no longer held; import the corrected row again' });

@@ -1,22 +1,42 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
-import type { ApiCall } from '../api/client.js';
+import type { ApiClient } from '../api/client.js';
+import { ApiError } from '../api/errors.js';
 
-/** API figures of one job run, summed into its import's counts when the run ends. */
+/** API figures of one row's run, summed into its import's counts when the run ends. */
 export interface CallFigures {
   apiCalls: number;
   rateLimited: number;
 }
 
 /**
- * The job a request belongs to. The API client is shared by every job of a
- * process; its `onCall` hook finds the running job's figures here.
+ * The API client as one row's run sees it: every call that reached an answer
+ * or an API error is counted into `figures` (a 429 also as rate-limited).
+ * A wrapper per run, not an AsyncLocalStorage: that would put a hook on
+ * every promise of the process.
  */
-export const jobFigures = new AsyncLocalStorage<CallFigures>();
-
-/** The `onCall` hook that attributes each request to the job that made it. */
-export function countCall(call: ApiCall): void {
-  const figures = jobFigures.getStore();
-  if (!figures) return;
-  figures.apiCalls++;
-  if (call.status === 429) figures.rateLimited++;
+export function countedApi(api: ApiClient, figures: CallFigures): ApiClient {
+  const counted =
+    <A extends unknown[], R>(call: (...args: A) => Promise<R>) =>
+    async (...args: A): Promise<R> => {
+      try {
+        const result = await call(...args);
+        figures.apiCalls++;
+        return result;
+      } catch (error) {
+        if (error instanceof ApiError) {
+          figures.apiCalls++;
+          if (error.status === 429) figures.rateLimited++;
+        }
+        throw error;
+      }
+    };
+  return {
+    searchCustomers: counted(api.searchCustomers),
+    getCustomer: counted(api.getCustomer),
+    createCustomer: counted(api.createCustomer),
+    updateCustomer: counted(api.updateCustomer),
+    getOffer: counted(api.getOffer),
+    signUp: counted(api.signUp),
+    updatePaymentMethod: counted(api.updatePaymentMethod),
+    close: () => api.close(),
+  };
 }

@@ -1,4 +1,4 @@
-import { Queue } from 'bullmq';
+import { Queue, type Job } from 'bullmq';
 import type { RedisClient } from './redis.js';
 import { z } from 'zod';
 import { JOB_NAMES, type JobName } from '../outcomes.js';
@@ -9,14 +9,52 @@ export const ROWS_QUEUE = 'subsync-rows';
 /** File-level work: finalising imports, exports. */
 export const CONTROL_QUEUE = 'subsync-control';
 
-/** A row job's data: which row of which import, and its card fields sealed (never plaintext). */
+/**
+ * A row job's data: which row of which import, and its card fields sealed
+ * (never plaintext). A row has a job of its own when its batch handed it one
+ * (a retry, or a failed row kept for the dashboard), or when it is retried or
+ * edited from the dashboard.
+ */
 export const RowJobDataSchema = z.object({
   importId: z.string(),
   row: z.number().int().min(1),
   /** AES-256-GCM token of the row's card cells by column index (src/cards/crypto.ts). */
   secrets: z.string().optional(),
+  /** Attempts the row made in its batch before this job took it over. */
+  after: z.number().int().min(0).optional(),
+  /**
+   * The row failed for good in its batch: this job settles it so, without a
+   * request, and is kept, failed, for the dashboard's retry (with the card
+   * number, sealed, for card rows).
+   */
+  verdict: z.object({ s: z.enum(['failed', 'needs-review']), e: z.string(), cand: z.array(z.string()).optional() }).optional(),
 });
 export type RowJobData = z.infer<typeof RowJobDataSchema>;
+
+/**
+ * A batch job: the valid rows of one block of ROWS_PER_BATCH consecutive
+ * rows of an import, run side by side, with one ledger read and the ledger
+ * writes of rows that finish together in one script call. Per row, BullMQ's
+ * own handling of a job (fetch, lock, finish) cost about as much as the
+ * request itself.
+ */
+export const RowBatchDataSchema = z.object({
+  importId: z.string(),
+  rows: z.array(z.number().int().min(1)),
+  /** Sealed card cells by row (as RowJobData.secrets). */
+  secrets: z.record(z.string(), z.string()).optional(),
+});
+export type RowBatchData = z.infer<typeof RowBatchDataSchema>;
+
+/** The name of batch jobs on the rows queue (a batch may mix job names: each row's is in its ledger entry). */
+export const BATCH_JOB = 'rows.batch';
+export type RowQueueJobName = JobName | typeof BATCH_JOB;
+export type RowQueueData = RowJobData | RowBatchData;
+
+/** Rows per batch job: a block of consecutive row numbers, so a re-run producer makes the same batches. */
+export const ROWS_PER_BATCH = 25;
+/** The block a row's batch is. */
+export const batchOf = (row: number): number => Math.floor((row - 1) / ROWS_PER_BATCH);
 
 export const JobNameSchema = z.enum(JOB_NAMES);
 
@@ -29,6 +67,8 @@ export const FAILED_RETENTION_SECONDS = 7 * 24 * 3600;
 
 /** Deterministic job id of a row: the same row of the same import is never queued twice. */
 export const rowJobId = (importId: string, row: number): string => `${importId}-${row}`;
+/** Deterministic id of a batch job: a block of rows is never queued twice either. */
+export const batchJobId = (importId: string, block: number): string => `${importId}-b${block}`;
 /** Deterministic id of the finalize job of one round of an import. */
 export const finalizeJobId = (importId: string, round: number): string => `finalize-${importId}-${round}`;
 
@@ -43,16 +83,21 @@ export function rowJobOptions(importId: string, row: number, attempts: number = 
   };
 }
 
+/** BullMQ options of a batch job: its rows' attempts are their own (a failing row gets a job of its own). */
+export function batchJobOptions(importId: string, block: number, attempts: number = RETRY_DEFAULTS.attempts) {
+  return { ...rowJobOptions(importId, 0, attempts), jobId: batchJobId(importId, block) };
+}
+
 /** The queues one process talks to. */
 export interface Queues {
-  rows: Queue<RowJobData, unknown, JobName>;
+  rows: Queue<RowQueueData, unknown, RowQueueJobName>;
   control: Queue;
   close(): Promise<void>;
 }
 
 /** Opens the queues; `onError` hears their connection errors (a cut connection reconnects by itself). */
 export function openQueues(connection: RedisClient, prefix: string, onError: (error: Error) => void = () => undefined): Queues {
-  const rows = new Queue<RowJobData, unknown, JobName>(ROWS_QUEUE, { connection, prefix });
+  const rows = new Queue<RowQueueData, unknown, RowQueueJobName>(ROWS_QUEUE, { connection, prefix });
   const control = new Queue(CONTROL_QUEUE, { connection, prefix });
   rows.on('error', onError);
   control.on('error', onError);
@@ -81,6 +126,14 @@ export function fullJitterBackoff(attemptsMade: number, retryAfterMs: number | u
   const ceiling = Math.min(bounds.capMs, bounds.baseMs * 2 ** Math.max(0, attemptsMade - 1));
   return Math.max(retryAfterMs ?? 0, Math.floor(random() * ceiling));
 }
+
+/** A row's own job, if it has one (batch jobs have other ids). */
+export async function getRowJob(queues: Queues, importId: string, row: number): Promise<Job<RowJobData, unknown, RowQueueJobName> | undefined> {
+  const job = await queues.rows.getJob(rowJobId(importId, row));
+  return job && isRowJob(job) ? job : undefined;
+}
+
+export const isRowJob = (job: Job<RowQueueData, unknown, RowQueueJobName>): job is Job<RowJobData, unknown, JobName> => job.name !== BATCH_JOB;
 
 /** Queues the writing of an import's results for `round`; adding it twice is a no-op. */
 export async function enqueueFinalize(queues: Queues, importId: string, round: number): Promise<void> {

@@ -9,24 +9,33 @@ import { openSecrets, sealSecrets, type CardKeyring } from '../cards/crypto.js';
 import { scrubCardNumbers } from '../api/rules.js';
 import type { ColumnPlan } from '../csv/columns.js';
 import { JOB_LOCK_MS } from '../policy.js';
-import type { ImportKind, JobName } from '../outcomes.js';
+import { SUCCESS_STATUSES, type ImportKind, type JobName } from '../outcomes.js';
 import { observeRetry, observeRowSettled } from '../metrics.js';
 import { isSettled, type ImportRecord, type ImportStore, type LedgerEntry, type RunFigures } from '../store/importStore.js';
 import type { ApiBudget } from './budget.js';
-import { jobFigures, type CallFigures } from './figures.js';
+import { coalesce, Slots } from './coalesce.js';
+import { countedApi, type CallFigures } from './figures.js';
 import {
+  BATCH_JOB,
   ROWS_QUEUE,
+  RowBatchDataSchema,
   RowJobDataSchema,
   enqueueFinalize,
   fullJitterBackoff,
+  isRowJob,
+  rowJobOptions,
   type BackoffBounds,
   type Queues,
+  type RowBatchData,
   type RowJobData,
+  type RowQueueData,
+  type RowQueueJobName,
 } from './queues.js';
 
 export interface RowWorkerOptions {
   connection: RedisClient;
   prefix: string;
+  /** Rows of this process talking to the API at once (and jobs held at once). */
   concurrency: number;
   store: ImportStore;
   queues: Queues;
@@ -49,95 +58,171 @@ export function planOf(record: ImportRecord): ColumnPlan {
   return { kind: record.kind, headers: record.headers, paths: record.paths, index };
 }
 
+/** An import as a worker needs it: its record and column plan (both fixed once enqueued). */
+interface KnownImport {
+  record: ImportRecord;
+  plan: ColumnPlan;
+}
+
+/** One attempt at a row: what it needs, whichever job runs it. */
+interface RowRun {
+  name: JobName;
+  importId: string;
+  row: number;
+  known: KnownImport;
+  /** The ledger entry before this attempt. */
+  stored: LedgerEntry;
+  cells: readonly string[];
+  log: () => Logger;
+}
+
+/** How one attempt ended. `entry` is the row's ledger entry as this attempt left it. */
+type Attempt =
+  | { kind: 'outcome'; entry: LedgerEntry; status: RowOutcome['status'] }
+  | { kind: 'error'; error: unknown; entry: LedgerEntry; ctx: RowContext }
+  /** Another run settled the row meanwhile. */
+  | { kind: 'taken' };
+
+/** Thrown by markSent when another run settled the row meanwhile: this attempt stops before sending. */
+class RowTakenError extends Error {}
+
+/** What a batch job did with each of its rows. */
+type BatchRowResult = 'settled' | 'handed' | 'skipped';
+
 /**
- * Runs row jobs: one processor per job name (jobs/), around which this file
- * keeps the ledger, the API figures, the fleet-wide 429 handling and the
- * settle-once rule. Retries happen in one place: the job's attempts.
+ * Runs the rows queue: batch jobs (the rows of an import as the producer
+ * enqueued them, a block of consecutive rows each) and row jobs (a row that
+ * needs retries or failed, or a retry from the dashboard), one processor per
+ * job name (jobs/) around which this file keeps the ledger, the API figures,
+ * the fleet-wide 429 handling and the settle-once rule.
+ *
+ * A batch runs its rows side by side and settles each that succeeds. A row
+ * that fails is handed to a row job of its own: retries then happen in one
+ * place, that job's attempts, with its backoff; a row that failed for good
+ * keeps its job, failed, for the dashboard. A 429 costs no attempt: the row
+ * waits out the fleet's budget and goes again.
+ *
+ * Ledger writes of rows that finish in the same turn of the event loop go to
+ * Redis in one script call (src/queue/coalesce.ts), and whatever jobs are
+ * active, at most `concurrency` rows of this process are out at the API.
  */
-export function startRowWorker(options: RowWorkerOptions): Worker<RowJobData, unknown, JobName> {
+export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, unknown, RowQueueJobName> {
   const { store, queues, api, budget, logger } = options;
+  const slots = new Slots(options.concurrency);
   // Import records do not change once enqueued (but for counts, kept elsewhere).
-  const records = new Map<string, Promise<ImportRecord | undefined>>();
-  const recordOf = (importId: string): Promise<ImportRecord | undefined> => {
-    let record = records.get(importId);
-    if (!record) {
-      record = store.getImport(importId);
-      records.set(importId, record);
-      void record.then((r) => r ?? records.delete(importId));
+  const imports = new Map<string, Promise<KnownImport | undefined>>();
+  const importOf = (importId: string): Promise<KnownImport | undefined> => {
+    let known = imports.get(importId);
+    if (!known) {
+      known = store.getImport(importId).then((record) => (record ? { record, plan: planOf(record) } : undefined));
+      imports.set(importId, known);
+      void known.then((k) => k ?? imports.delete(importId));
     }
-    return record;
+    return known;
   };
 
-  async function settle(job: Job<RowJobData, unknown, JobName>, kind: ImportKind, entry: LedgerEntry, figures: RunFigures): Promise<void> {
-    const { importId, row } = job.data;
-    const result = await store.settle(importId, row, entry, figures);
-    if (result.applied && isSettled(entry.s)) observeRowSettled(kind, entry.s);
+  const writeUnsettled = coalesce<{ row: number; entry: LedgerEntry }, boolean>((importId, rows) => store.updateUnsettledRows(importId, rows));
+  const settleRow = coalesce<{ row: number; entry: LedgerEntry; figures: RunFigures; kind: ImportKind }, boolean>(async (importId, rows) => {
+    const figures: RunFigures = { apiCalls: 0, retries: 0, rateLimited: 0 };
+    for (const r of rows) addTo(figures, r.figures);
+    const result = await store.settleRows(importId, rows, figures);
+    rows.forEach((r, i) => {
+      if (result.applied[i] && isSettled(r.entry.s)) observeRowSettled(r.kind, r.entry.s);
+    });
     if (result.complete) await enqueueFinalize(queues, importId, result.round);
+    return result.applied;
+  });
+
+  /** One attempt at a row in one of this process's slots: the processor, with the ledger kept around it. */
+  async function attemptRow(run: RowRun, figures: CallFigures): Promise<Attempt> {
+    const { importId, row, stored, known } = run;
+    let entry: LedgerEntry = { ...stored, a: stored.a + 1, t: Date.now() };
+    let sentNow = false;
+    const write = async (next: LedgerEntry): Promise<boolean> => {
+      entry = next;
+      return writeUnsettled(importId, { row, entry });
+    };
+    const ctx: RowContext = {
+      importId,
+      row,
+      plan: known.plan,
+      cells: run.cells,
+      options: { expiryFormat: known.record.options.expiryFormat, match: known.record.options.match },
+      api: countedApi(api, figures),
+      previous: stored.s === 'sent' ? 'sent' : 'pending',
+      preexisting: stored.pre,
+      markSent: async () => {
+        sentNow = true;
+        if (!(await write({ ...entry, s: 'sent' }))) throw new RowTakenError();
+      },
+      recordPreexisting: async (ids) => {
+        await write({ ...entry, pre: [...ids] });
+      },
+      get log() {
+        return run.log();
+      },
+    };
+    try {
+      const outcome = await slots.run(() => PROCESSORS[run.name](ctx));
+      return { kind: 'outcome', entry: outcomeEntry(entry, outcome), status: outcome.status };
+    } catch (error) {
+      if (error instanceof RowTakenError) return { kind: 'taken' };
+      // This attempt's request cannot have been applied: nothing to reconcile next time.
+      if (sentNow && error instanceof ApiError && !error.maybeApplied) await write({ ...entry, s: 'pending' });
+      return { kind: 'error', error, entry, ctx };
+    }
   }
 
+  /** The outcome of a row whose last attempt failed for good (its retries ran out, or the API refused it). */
+  async function conclude(name: JobName, failure: Extract<Attempt, { kind: 'error' }>): Promise<LedgerEntry> {
+    const { error, entry, ctx } = failure;
+    const transient = error instanceof ApiError ? error.transient : true;
+    const reason = describe(error);
+    if (entry.s !== 'sent') return { ...entry, s: 'failed', e: transient ? `retries ran out: ${reason}` : reason };
+    // The attempt's context: its calls count into the attempt's figures.
+    return slots.run(() => lastReadBack(name, ctx, entry, error, reason));
+  }
+
+  /** A row job: a row's retries (it failed in its batch), a failed row kept for the dashboard, a dashboard retry. */
   async function processRow(job: Job<RowJobData, unknown, JobName>): Promise<string> {
     const data = RowJobDataSchema.parse(job.data);
     const { importId, row } = data;
     // A child logger costs a redaction setup: made only when a line is written.
     let rowLogger: Logger | undefined;
     const log = (): Logger => (rowLogger ??= logger.child({ importId, row, jobId: job.id }));
-    const [record, stored] = await Promise.all([recordOf(importId), store.getRow(importId, row)]);
-    if (!record || !stored) throw new UnrecoverableError(`import ${importId} row ${row} has no record or ledger entry`);
-    if (isSettled(stored.s)) return `already ${stored.s}`;
-    const processor = PROCESSORS[job.name];
-    const plan = planOf(record);
-    const cells = [...stored.c];
-    if (data.secrets !== undefined) {
-      if (!options.keyring) throw new UnrecoverableError('this row carries card data, and this worker has no SUBSYNC_CARD_KEY to open it');
-      for (const [index, value] of Object.entries(openSecrets(options.keyring, data.secrets))) cells[Number(index)] = value;
-    }
+    const [known, stored] = await Promise.all([importOf(importId), store.getRow(importId, row)]);
+    if (!known || !stored) throw new UnrecoverableError(`import ${importId} row ${row} has no record or ledger entry`);
+    const { record, plan } = known;
 
-    const attempt = job.attemptsMade + 1;
+    if (data.verdict) {
+      // Its batch found the row failed for good: this job settles it and stays, failed, for the dashboard,
+      // its CVC gone (before settling: the settle may complete the import, whose finaliser drops the rest).
+      await job.updateData(keptData(data, plan, options.keyring));
+      const settled: LedgerEntry = { ...stored, ...data.verdict };
+      if (!isSettled(stored.s)) await settleRow(importId, { row, entry: settled, figures: NO_FIGURES, kind: record.kind });
+      log().info({ status: settled.s }, 'row settled without success');
+      throw new UnrecoverableError(data.verdict.e);
+    }
+    if (isSettled(stored.s)) return `already ${stored.s}`;
+
+    const after = data.after ?? 0;
+    const attempt = after + job.attemptsMade + 1;
+    const maxAttempts = after + (job.opts.attempts ?? 1);
     if (attempt > 1) observeRetry(record.kind);
-    const maxAttempts = job.opts.attempts ?? 1;
-    let entry: LedgerEntry = { ...stored, a: stored.a + 1, t: Date.now() };
-    let sentNow = false;
     const figures: CallFigures = { apiCalls: 0, rateLimited: 0 };
     const runFigures = (): RunFigures => ({ ...figures, retries: attempt > 1 ? 1 : 0 });
     // Settling adds the figures in its own round trip; a run that does not settle adds them at the end.
     let figuresAdded = false;
-    const ctx: RowContext = {
-      importId,
-      row,
-      plan,
-      cells,
-      options: { expiryFormat: record.options.expiryFormat, match: record.options.match },
-      api,
-      previous: stored.s === 'sent' ? 'sent' : 'pending',
-      preexisting: stored.pre,
-      markSent: async () => {
-        entry = { ...entry, s: 'sent' };
-        sentNow = true;
-        if (!(await store.updateUnsettled(importId, row, entry))) throw new UnrecoverableError('row settled by another run meanwhile');
-      },
-      recordPreexisting: async (ids) => {
-        entry = { ...entry, pre: [...ids] };
-        await store.updateUnsettled(importId, row, entry);
-      },
-      get log() {
-        return log();
-      },
-    };
-
     try {
-      const outcome: RowOutcome = await jobFigures.run(figures, () => processor(ctx));
-      await settle(job, record.kind, outcomeEntry(entry, outcome), runFigures());
-      figuresAdded = true;
-      if (logger.isLevelEnabled('debug')) log().debug({ status: outcome.status }, 'row settled');
-      return outcome.status;
-    } catch (error) {
-      if (error instanceof UnrecoverableError) throw error;
-      const notApplied = error instanceof ApiError && !error.maybeApplied;
-      if (sentNow && notApplied) {
-        // This attempt's request cannot have been applied: nothing to reconcile next time.
-        entry = { ...entry, s: 'pending' };
-        await store.updateUnsettled(importId, row, entry);
+      const result = await attemptRow({ name: job.name, importId, row, known, stored, cells: openCells(stored, data.secrets, options.keyring), log }, figures);
+      if (result.kind === 'taken') throw new UnrecoverableError('row settled by another run meanwhile');
+      if (result.kind === 'outcome') {
+        await settleRow(importId, { row, entry: result.entry, figures: runFigures(), kind: record.kind });
+        figuresAdded = true;
+        if (logger.isLevelEnabled('debug')) log().debug({ status: result.status }, 'row settled');
+        return result.status;
       }
+      const { error } = result;
       if (error instanceof ApiRateLimitedError) {
         // The fleet's budget slows everyone down (and waits out the Retry-After
         // when it must); this row goes back to wait without spending an attempt,
@@ -147,16 +232,15 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowJobData, un
         throw Worker.RateLimitError();
       }
       const transient = error instanceof ApiError ? error.transient : true;
-      const reason = describe(error);
       if (transient && attempt < maxAttempts) {
         log().info({ err: error, attempt }, 'row attempt failed; retrying');
         throw error;
       }
-      const settled = entry.s === 'sent' ? await lastReadBack(job.name, ctx, entry, error, reason) : { ...entry, s: 'failed' as const, e: transient ? `retries ran out: ${reason}` : reason };
+      const settled = await conclude(job.name, result);
       // The job stays (failed, for the dashboard): its CVC goes now that the row has an outcome.
       // Before settling: the settle may complete the import, whose finaliser drops the rest.
-      await forgetCvc(job, plan, options.keyring);
-      await settle(job, record.kind, settled, runFigures());
+      await job.updateData(keptData(data, plan, options.keyring));
+      await settleRow(importId, { row, entry: settled, figures: runFigures(), kind: record.kind });
       figuresAdded = true;
       log().info({ status: settled.s, err: error }, 'row settled without success');
       throw new UnrecoverableError(settled.e);
@@ -165,24 +249,186 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowJobData, un
     }
   }
 
-  const worker = new Worker<RowJobData, unknown, JobName>(ROWS_QUEUE, processRow, {
-    // Stored on each job it runs (job.processedBy): which process on which machine ran a row.
-    name: `${hostname()}:${process.pid}`,
-    connection: options.connection,
-    prefix: options.prefix,
-    concurrency: options.concurrency,
-    lockDuration: options.lockMs ?? JOB_LOCK_MS,
-    // Stalled jobs (their worker died) are looked for twice per lock period,
-    // and always run again: the ledger makes a re-run safe (it reconciles), so
-    // no stall count may fail a row behind the ledger's back.
-    stalledInterval: Math.round((options.lockMs ?? JOB_LOCK_MS) / 2),
-    maxStalledCount: Number.MAX_SAFE_INTEGER,
-    settings: {
-      backoffStrategy: (attemptsMade, _type, err) => fullJitterBackoff(attemptsMade, err instanceof ApiError ? err.retryAfterMs : undefined, options.backoff),
+  /** A batch job: its rows side by side, each settled as it succeeds, or handed to a job of its own. */
+  async function processBatch(job: Job<RowBatchData, unknown, typeof BATCH_JOB>): Promise<string> {
+    const data = RowBatchDataSchema.parse(job.data);
+    const { importId } = data;
+    const [known, entries] = await Promise.all([importOf(importId), store.getRows(importId, data.rows)]);
+    if (!known || entries.some((e) => e === undefined)) throw new UnrecoverableError(`import ${importId} batch ${job.id ?? '?'} has no record or ledger entries`);
+    const held = data.secrets ? heldSecrets(job, data) : undefined;
+    // Figures of attempts that settled nothing here (a 429, a row handed on); settled rows carry their own.
+    const unsettled: RunFigures = { apiCalls: 0, retries: 0, rateLimited: 0 };
+    const results = await Promise.all(
+      data.rows.map(async (row, i): Promise<BatchRowResult> => {
+        const result = await batchRow(job, known, row, entries[i] as LedgerEntry, data.secrets?.[String(row)], unsettled);
+        held?.forget(row);
+        return result;
+      }),
+    );
+    await held?.settled();
+    await store.addFigures(importId, unsettled);
+    const count = (r: BatchRowResult): number => results.filter((x) => x === r).length;
+    return `${count('settled')} settled, ${count('handed')} handed to row jobs, ${count('skipped')} already settled`;
+  }
+
+  async function batchRow(job: Job<RowBatchData, unknown, typeof BATCH_JOB>, known: KnownImport, row: number, stored: LedgerEntry, token: string | undefined, unsettled: RunFigures): Promise<BatchRowResult> {
+    const { importId } = job.data;
+    const { record } = known;
+    const name = stored.j;
+    if (isSettled(stored.s) || name === null) return 'skipped';
+    let rowLogger: Logger | undefined;
+    const log = (): Logger => (rowLogger ??= logger.child({ importId, row, jobId: job.id }));
+    const attempts = record.options.attempts;
+    const addRowJob = async (extra: Pick<RowJobData, 'after' | 'verdict'>, delay = 0): Promise<BatchRowResult> => {
+      const data: RowJobData = { importId, row, ...extra, ...(token === undefined ? {} : { secrets: token }) };
+      const ownAttempts = extra.verdict ? attempts : Math.max(1, attempts - (extra.after ?? 0));
+      await queues.rows.add(name, data, { ...rowJobOptions(importId, row, ownAttempts), delay });
+      return 'handed';
+    };
+    const handOff = async (entry: LedgerEntry, extra: Pick<RowJobData, 'after' | 'verdict'>, delay = 0): Promise<BatchRowResult> => {
+      // Marked first: a batch run again leaves the row to its job, and re-adds the job (a no-op when it is there).
+      if (!(await writeUnsettled(importId, { row, entry: { ...entry, h: 1 } }))) return 'skipped';
+      return addRowJob(extra, delay);
+    };
+    // The row has a job of its own (handed on by an earlier run of this batch whose worker died, or
+    // retried from the dashboard): that job owns it, and its entry. Adding the job again is a no-op
+    // while it is there, and makes sure it is.
+    if (stored.h === 1) return addRowJob({ after: 1 });
+
+    const cells = openCells(stored, token, options.keyring);
+    let current = stored;
+    for (;;) {
+      const figures: CallFigures = { apiCalls: 0, rateLimited: 0 };
+      const result = await attemptRow({ name, importId, row, known, stored: current, cells, log }, figures);
+      if (result.kind === 'taken') {
+        addTo(unsettled, figures);
+        return 'skipped';
+      }
+      if (result.kind === 'outcome') {
+        await settleRow(importId, { row, entry: result.entry, figures: { ...figures, retries: 0 }, kind: record.kind });
+        if (logger.isLevelEnabled('debug')) log().debug({ status: result.status }, 'row settled');
+        return 'settled';
+      }
+      const { error } = result;
+      if (error instanceof ApiRateLimitedError) {
+        // As in a row job: the budget holds the fleet back, and the row goes again without spending an attempt.
+        addTo(unsettled, figures);
+        await budget.block(error.retryAfterMs);
+        current = result.entry;
+        continue;
+      }
+      const transient = error instanceof ApiError ? error.transient : true;
+      if (transient && attempts > 1) {
+        addTo(unsettled, figures);
+        log().info({ err: error, attempt: 1 }, 'row attempt failed; retrying in a job of its own');
+        return handOff(result.entry, { after: 1 }, fullJitterBackoff(1, error instanceof ApiError ? error.retryAfterMs : undefined, options.backoff));
+      }
+      const settled = await conclude(name, result);
+      if (isSettled(settled.s) && SUCCESS_STATUSES.has(settled.s)) {
+        await settleRow(importId, { row, entry: settled, figures: { ...figures, retries: 0 }, kind: record.kind });
+        return 'settled';
+      }
+      addTo(unsettled, figures);
+      return handOff(result.entry, { verdict: { s: settled.s === 'needs-review' ? 'needs-review' : 'failed', e: settled.e ?? describe(error), cand: settled.cand } });
+    }
+  }
+
+  /**
+   * A card batch's sealed cells, let go row by row: once a row has settled
+   * or has a job of its own, its cells leave the batch's data (DESIGN
+   * section 6: a CVC is kept only until its row has an outcome).
+   */
+  function heldSecrets(job: Job<RowBatchData, unknown, typeof BATCH_JOB>, data: RowBatchData) {
+    const remaining = { ...data.secrets };
+    let writing: Promise<void> | undefined;
+    let dirty = false;
+    let failure: { error: unknown } | undefined;
+    const write = async (): Promise<void> => {
+      try {
+        while (dirty) {
+          dirty = false;
+          await job.updateData({ ...data, secrets: { ...remaining } });
+        }
+      } catch (error) {
+        failure ??= { error };
+      } finally {
+        writing = undefined;
+      }
+    };
+    return {
+      forget(row: number): void {
+        if (!(String(row) in remaining)) return;
+        delete remaining[String(row)];
+        dirty = true;
+        writing ??= write();
+      },
+      /** Waits for the last write; a failed one fails the batch (run again, it forgets again). */
+      async settled(): Promise<void> {
+        await writing;
+        if (failure) throw failure.error;
+      },
+    };
+  }
+
+  const worker = new Worker<RowQueueData, unknown, RowQueueJobName>(
+    ROWS_QUEUE,
+    (job) => (isRowJob(job) ? processRow(job) : processBatch(job as Job<RowBatchData, unknown, typeof BATCH_JOB>)),
+    {
+      // Stored on each job it runs (job.processedBy): which process on which machine ran a row.
+      name: `${hostname()}:${process.pid}`,
+      connection: options.connection,
+      prefix: options.prefix,
+      concurrency: options.concurrency,
+      lockDuration: options.lockMs ?? JOB_LOCK_MS,
+      // Stalled jobs (their worker died) are looked for twice per lock period,
+      // and always run again: the ledger makes a re-run safe (it reconciles), so
+      // no stall count may fail a row behind the ledger's back.
+      stalledInterval: Math.round((options.lockMs ?? JOB_LOCK_MS) / 2),
+      maxStalledCount: Number.MAX_SAFE_INTEGER,
+      settings: {
+        // A row job handed on by its batch counts the batch's attempt too, so its backoff keeps growing.
+        backoffStrategy: (attemptsMade, _type, err, job) =>
+          fullJitterBackoff(attemptsMade + afterOf(job?.data), err instanceof ApiError ? err.retryAfterMs : undefined, options.backoff),
+      },
     },
-  });
+  );
   worker.on('error', (error) => logger.error({ err: error }, 'row worker error'));
   return worker;
+}
+
+const NO_FIGURES: RunFigures = { apiCalls: 0, retries: 0, rateLimited: 0 };
+
+function addTo(total: RunFigures, figures: CallFigures & Partial<RunFigures>): void {
+  total.apiCalls += figures.apiCalls;
+  total.rateLimited += figures.rateLimited;
+  total.retries += figures.retries ?? 0;
+}
+
+const afterOf = (data: unknown): number => {
+  const parsed = RowJobDataSchema.safeParse(data);
+  return parsed.success ? (parsed.data.after ?? 0) : 0;
+};
+
+/** The row's cells, its card cells restored from the sealed job data. */
+function openCells(stored: LedgerEntry, token: string | undefined, keyring: CardKeyring | undefined): string[] {
+  const cells = [...stored.c];
+  if (token === undefined) return cells;
+  if (!keyring) throw new UnrecoverableError('this row carries card data, and this worker has no SUBSYNC_CARD_KEY to open it');
+  for (const [index, value] of Object.entries(openSecrets(keyring, token))) cells[Number(index)] = value;
+  return cells;
+}
+
+/**
+ * The data a failed row job keeps for the dashboard: its card cells without
+ * the CVC (DESIGN section 6: kept only until the row has a definite outcome;
+ * the card number stays sealed until the import settles, for a retry), and
+ * nothing of its batch, so a retry starts afresh.
+ */
+function keptData(data: RowJobData, plan: ColumnPlan, keyring: CardKeyring | undefined): RowJobData {
+  const { secrets, after: _after, verdict: _verdict, ...rest } = data;
+  if (secrets === undefined || !keyring) return rest;
+  const kept = Object.fromEntries(Object.entries(openSecrets(keyring, secrets)).filter(([index]) => !/CVCode$/.test(plan.paths[Number(index)] ?? '')));
+  return Object.keys(kept).length > 0 ? { ...rest, secrets: sealSecrets(keyring, kept) } : rest;
 }
 
 /**
@@ -202,18 +448,6 @@ async function lastReadBack(name: JobName, ctx: RowContext, entry: LedgerEntry, 
   } catch {
     return review;
   }
-}
-
-/**
- * Re-seals a kept job's card cells without the CVC (DESIGN section 6: kept
- * only until the row has a definite outcome). The card number stays sealed
- * until the import settles, for a retry.
- */
-async function forgetCvc(job: Job<RowJobData, unknown, JobName>, plan: ColumnPlan, keyring: CardKeyring | undefined): Promise<void> {
-  const { secrets, ...rest } = job.data;
-  if (secrets === undefined || !keyring) return;
-  const kept = Object.fromEntries(Object.entries(openSecrets(keyring, secrets)).filter(([index]) => !/CVCode$/.test(plan.paths[Number(index)] ?? '')));
-  await job.updateData(Object.keys(kept).length > 0 ? { ...rest, secrets: sealSecrets(keyring, kept) } : rest);
 }
 
 function outcomeEntry(entry: LedgerEntry, outcome: RowOutcome): LedgerEntry {

@@ -37,6 +37,11 @@ export const LedgerEntrySchema = z.object({
   pre: z.array(z.string()).optional(),
   /** needs-review: the candidate CustomerIDs. */
   cand: z.array(z.string()).optional(),
+  /**
+   * Handed from its batch job to a job of its own (a retry, or a failed job
+   * kept for the dashboard): a batch run again leaves the row to that job.
+   */
+  h: z.literal(1).optional(),
 });
 export type LedgerEntry = z.infer<typeof LedgerEntrySchema>;
 
@@ -96,41 +101,59 @@ export interface ImportCounts {
   rateLimited: number;
 }
 
-// Settles a row once: refuses an entry already settled, so counts move once.
-// The run's API figures are added either way (the calls were made).
-// KEYS: ledger, counts, record. ARGV: row, entry JSON, status, now, [apiCalls, retries, rateLimited].
-const SETTLE_SCRIPT = `
+// Settles rows once each: refuses an entry already settled, so counts move once.
+// The runs' API figures are added either way (the calls were made).
+// KEYS: ledger, counts, record. ARGV: now, apiCalls, retries, rateLimited, then (row, entry JSON, status) per row.
+// Returns {settled, total, round, applied per row (1 or 0)}.
+const SETTLE_ROWS_SCRIPT = `
 local function add(field, by)
   local n = tonumber(by or '0')
   if n ~= 0 then redis.call('HINCRBY', KEYS[2], field, n) end
 end
-add('apiCalls', ARGV[5])
-add('retries', ARGV[6])
-add('rateLimited', ARGV[7])
-local current = redis.call('HGET', KEYS[1], ARGV[1])
-if current then
-  local s = cjson.decode(current).s
-  if s ~= 'pending' and s ~= 'sent' then return {0, 0, -1, 0} end
+add('apiCalls', ARGV[2])
+add('retries', ARGV[3])
+add('rateLimited', ARGV[4])
+local reply = {0, 0, 0}
+local any = false
+for i = 5, #ARGV, 3 do
+  local current = redis.call('HGET', KEYS[1], ARGV[i])
+  local open = true
+  if current then
+    local s = cjson.decode(current).s
+    open = s == 'pending' or s == 'sent'
+  end
+  if open then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+    redis.call('HINCRBY', KEYS[2], ARGV[i + 2], 1)
+    redis.call('HINCRBY', KEYS[2], 'settled', 1)
+    any = true
+    reply[#reply + 1] = 1
+  else
+    reply[#reply + 1] = 0
+  end
 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('HINCRBY', KEYS[2], ARGV[3], 1)
-local settled = redis.call('HINCRBY', KEYS[2], 'settled', 1)
-redis.call('HSET', KEYS[3], 'lastSettledAt', ARGV[4])
-local total = tonumber(redis.call('HGET', KEYS[3], 'total') or '-1')
-local round = tonumber(redis.call('HGET', KEYS[3], 'round') or '0')
-return {1, settled, total, round}
+if any then redis.call('HSET', KEYS[3], 'lastSettledAt', ARGV[1]) end
+reply[1] = tonumber(redis.call('HGET', KEYS[2], 'settled') or '0')
+reply[2] = tonumber(redis.call('HGET', KEYS[3], 'total') or '-1')
+reply[3] = tonumber(redis.call('HGET', KEYS[3], 'round') or '0')
+return reply
 `;
 
-// Writes an unsettled entry unless the row has settled meanwhile.
-// KEYS: ledger. ARGV: row, entry JSON.
+// Writes unsettled entries, each unless its row has settled meanwhile.
+// KEYS: ledger. ARGV: (row, entry JSON) per row. Returns 1 or 0 per row.
 const UPDATE_UNSETTLED_SCRIPT = `
-local current = redis.call('HGET', KEYS[1], ARGV[1])
-if current then
-  local s = cjson.decode(current).s
-  if s ~= 'pending' and s ~= 'sent' then return 0 end
+local reply = {}
+for i = 1, #ARGV, 2 do
+  local current = redis.call('HGET', KEYS[1], ARGV[i])
+  local open = true
+  if current then
+    local s = cjson.decode(current).s
+    open = s == 'pending' or s == 'sent'
+  end
+  if open then redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+  reply[#reply + 1] = open and 1 or 0
 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-return 1
+return reply
 `;
 
 // Reopens a settled row for retry: takes it out of its count, starts a new round.
@@ -161,7 +184,7 @@ redis.call('HSET', KEYS[1], 'total', ARGV[1], 'state', 'enqueued')
 return {tonumber(redis.call('HGET', KEYS[2], 'settled') or '0'), tonumber(redis.call('HGET', KEYS[1], 'round') or '0')}
 `;
 
-const settleScript = luaScript(SETTLE_SCRIPT);
+const settleRowsScript = luaScript(SETTLE_ROWS_SCRIPT);
 const updateUnsettledScript = luaScript(UPDATE_UNSETTLED_SCRIPT);
 const reopenScript = luaScript(REOPEN_SCRIPT);
 const markEnqueuedScript = luaScript(MARK_ENQUEUED_SCRIPT);
@@ -173,6 +196,16 @@ export interface RunFigures {
   rateLimited: number;
 }
 const NO_FIGURES: RunFigures = { apiCalls: 0, retries: 0, rateLimited: 0 };
+
+/** What settling rows told: which of them this call settled, and whether the import is now complete. */
+export interface SettleRowsResult {
+  applied: boolean[];
+  settled: number;
+  /** Every row is settled and the total is known: time to write the results. */
+  complete: boolean;
+  /** The import's current round (retries start new ones), for the finalize job's id. */
+  round: number;
+}
 
 /** What settling told: whether this call settled the row, and whether the import is now complete. */
 export interface SettleResult {
@@ -189,15 +222,33 @@ export type ImportStore = ReturnType<typeof createImportStore>;
 export function createImportStore(redis: RedisClient, prefix: string) {
   const keys = storeKeys(prefix);
 
-  /** Settles a row, adding its run's API figures in the same round trip. */
+  /**
+   * Settles rows in one script call, adding their runs' API figures in the
+   * same round trip: a worker settles whatever rows finished together.
+   */
+  async function settleRows(importId: string, rows: ReadonlyArray<{ row: number; entry: LedgerEntry }>, figures: RunFigures = NO_FIGURES, now = Date.now()): Promise<SettleRowsResult> {
+    const args = [String(now), String(figures.apiCalls), String(figures.retries), String(figures.rateLimited)];
+    for (const { row, entry } of rows) args.push(String(row), JSON.stringify(entry), entry.s);
+    const reply = await settleRowsScript.run(redis, [keys.ledger(importId), keys.counts(importId), keys.importRecord(importId)], args);
+    const values = numbers(reply, 3 + rows.length);
+    const [settled = 0, total = -1, round = 0] = values;
+    const applied = values.slice(3);
+    const anyApplied = applied.some((a) => a === 1);
+    return { applied: applied.map((a) => a === 1), settled, complete: anyApplied && total >= 0 && settled === total, round };
+  }
+
+  /** Settles one row (see settleRows). */
   async function settle(importId: string, row: number, entry: LedgerEntry, figures: RunFigures = NO_FIGURES, now = Date.now()): Promise<SettleResult> {
-    const reply = await settleScript.run(
-      redis,
-      [keys.ledger(importId), keys.counts(importId), keys.importRecord(importId)],
-      [String(row), JSON.stringify(entry), entry.s, String(now), String(figures.apiCalls), String(figures.retries), String(figures.rateLimited)],
-    );
-    const [applied, settled, total, round] = numbers4(reply);
-    return { applied: applied === 1, settled, complete: applied === 1 && total >= 0 && settled === total, round };
+    const { applied, ...rest } = await settleRows(importId, [{ row, entry }], figures, now);
+    return { applied: applied[0] === true, ...rest };
+  }
+
+  /** Writes unsettled entries (sent, back to pending, pre-existing ids) in one call; false for a row settled meanwhile. */
+  async function updateUnsettledRows(importId: string, rows: ReadonlyArray<{ row: number; entry: LedgerEntry }>): Promise<boolean[]> {
+    const args: string[] = [];
+    for (const { row, entry } of rows) args.push(String(row), JSON.stringify(entry));
+    const reply = await updateUnsettledScript.run(redis, [keys.ledger(importId)], args);
+    return numbers(reply, rows.length).map((n) => n === 1);
   }
 
   return {
@@ -248,40 +299,31 @@ export function createImportStore(redis: RedisClient, prefix: string) {
       await luaScript(PUT_PENDING_ROWS_SCRIPT).run(redis, [keys.ledger(importId)], args);
     },
 
-    /**
-     * Settles many rows in one pipeline (the producer's invalid rows). The
-     * script text goes once (SCRIPT LOAD, which answers its SHA1), then each
-     * row by that SHA1, instead of the text per row.
-     */
+    /** Settles many rows in one script call (the producer's invalid rows). */
     async settleMany(importId: string, rows: ReadonlyArray<{ row: number; entry: LedgerEntry }>, now = Date.now()): Promise<void> {
-      if (rows.length === 0) return;
-      const sha = await redis.script('LOAD', SETTLE_SCRIPT);
-      if (typeof sha !== 'string') throw new Error(`unexpected reply from SCRIPT LOAD: ${JSON.stringify(sha)}`);
-      const settleKeys = [keys.ledger(importId), keys.counts(importId), keys.importRecord(importId)];
-      const pipeline = redis.pipeline();
-      for (const { row, entry } of rows) pipeline.evalsha(sha, 3, ...settleKeys, String(row), JSON.stringify(entry), entry.s, String(now));
-      const replies = (await pipeline.exec()) ?? [];
-      // A script flushed between the load and a call (SCRIPT FLUSH, a restart) leaves NOSCRIPT:
-      // those rows did not run, so they run again with the text (settling is refused once done).
-      for (const [index, [error]] of replies.entries()) {
-        const item = rows[index];
-        if (!error) continue;
-        if (!error.message.startsWith('NOSCRIPT') || item === undefined) throw error;
-        await redis.eval(SETTLE_SCRIPT, 3, ...settleKeys, String(item.row), JSON.stringify(item.entry), item.entry.s, String(now));
-      }
+      if (rows.length > 0) await settleRows(importId, rows, NO_FIGURES, now);
     },
 
     settle,
+    settleRows,
+    updateUnsettledRows,
 
     async getRow(importId: string, row: number): Promise<LedgerEntry | undefined> {
       const text = await redis.hget(keys.ledger(importId), String(row));
       return text === null ? undefined : LedgerEntrySchema.parse(JSON.parse(text));
     },
 
-    /** Writes an unsettled entry (sent, back to pending, pre-existing ids); false if the row settled meanwhile. */
+    /** The entries of some rows in one read (a batch job's rows); undefined for a row with none. */
+    async getRows(importId: string, rows: readonly number[]): Promise<Array<LedgerEntry | undefined>> {
+      if (rows.length === 0) return [];
+      const texts = await redis.hmget(keys.ledger(importId), ...rows.map(String));
+      return texts.map((text) => (text === null ? undefined : LedgerEntrySchema.parse(JSON.parse(text))));
+    },
+
+    /** Writes one unsettled entry; false if the row settled meanwhile. */
     async updateUnsettled(importId: string, row: number, entry: LedgerEntry): Promise<boolean> {
-      const reply = await updateUnsettledScript.run(redis, [keys.ledger(importId)], [String(row), JSON.stringify(entry)]);
-      return reply === 1;
+      const [written] = await updateUnsettledRows(importId, [{ row, entry }]);
+      return written === true;
     },
 
     /** Reopens a settled row for retry; returns the new round, or undefined when it was not settled. */
@@ -344,9 +386,9 @@ export function createImportStore(redis: RedisClient, prefix: string) {
   };
 }
 
-function numbers4(reply: unknown): [number, number, number, number] {
-  // Checked by hand, not by a schema: this runs once per row.
-  if (Array.isArray(reply) && reply.length === 4 && reply.every((n) => typeof n === 'number')) return reply as [number, number, number, number];
+function numbers(reply: unknown, length: number): number[] {
+  // Checked by hand, not by a schema: this runs for every few rows.
+  if (Array.isArray(reply) && reply.length === length && reply.every((n) => typeof n === 'number')) return reply as number[];
   throw new Error(`unexpected reply from Redis script: ${JSON.stringify(reply)}`);
 }
 

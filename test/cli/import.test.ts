@@ -3,7 +3,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { envOf, startPipeline, until, type Pipeline } from '../support/pipeline.js';
 import { killAll, subsync, waitForOutput } from '../support/cli.js';
-import { rowJobId } from '../../src/queue/queues.js';
+import { batchJobId, batchOf, ROWS_PER_BATCH } from '../../src/queue/queues.js';
 
 let pipeline: Pipeline | undefined;
 afterEach(async () => {
@@ -69,10 +69,11 @@ describe('subsync import', () => {
     expect((await second.exited).code).toBe(0);
     expect(second.stdout()).toContain('resumed');
     expect(await redis.hlen(pipeline.runtime.store.keys.ledger(importId))).toBe(rows);
-    expect(await pipeline.runtime.queues.rows.getJobCounts('waiting')).toEqual({ waiting: rows });
+    // One batch job per block of rows, the same ones whichever run of the producer added them.
+    expect(await pipeline.runtime.queues.rows.getJobCounts('waiting')).toEqual({ waiting: rows / ROWS_PER_BATCH });
     expect((await pipeline.runtime.store.getImport(importId))?.total).toBe(rows);
-    const job = await pipeline.runtime.queues.rows.getJob(rowJobId(importId, rows));
-    expect(job?.data).toEqual({ importId, row: rows });
+    const last = await pipeline.runtime.queues.rows.getJob(batchJobId(importId, batchOf(rows)));
+    expect(last?.data).toEqual({ importId, rows: Array.from({ length: ROWS_PER_BATCH }, (_, i) => rows - ROWS_PER_BATCH + 1 + i) });
   });
 
   it('two worker processes share SUBSYNC_RATE, and stop cleanly on SIGTERM', async () => {

@@ -2,7 +2,7 @@ import { UnrecoverableError, Worker } from 'bullmq';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cardFieldsOf, editAndRetryRow, EditRefusedError } from '../../src/import/edit.js';
 import { importFile } from '../../src/import/producer.js';
-import { ROWS_QUEUE, rowJobId } from '../../src/queue/queues.js';
+import { BATCH_JOB, ROWS_QUEUE, RowBatchDataSchema, rowJobId, rowJobOptions } from '../../src/queue/queues.js';
 import { startWorkers } from '../../src/runtime.js';
 import { importAndFinish, waitFinished } from '../support/imports.js';
 import { redisText, startPipeline, until, type Pipeline } from '../support/pipeline.js';
@@ -87,10 +87,16 @@ describe('editAndRetryRow', () => {
       'Customer.FirstName,Customer.LastName,Customer.EmailAddress,CreditCardInfo.AccountNumber,CreditCardInfo.ExpirationDate,CreditCardInfo.CVCode,Subscription.OfferCode',
       'Kenta,Yamamoto,kenta@example.jp,4000056655665556,1230,737,LEGACY-2019',
     ].join('\n'));
-    // A stand-in worker fails the row the way a refusal does, keeping its job (and sealed card) as failed.
+    // A stand-in worker fails the row the way a refusal does: its batch hands it to a job of its own,
+    // which settles it failed and is kept (with the sealed card) as failed, and the import stays open.
     const refuser = new Worker(ROWS_QUEUE, async (job) => {
+      if (job.name === BATCH_JOB) {
+        const { secrets } = RowBatchDataSchema.parse(job.data);
+        await queues.rows.add('signup', { importId: id, row: 1, secrets: secrets?.['1'] }, rowJobOptions(id, 1));
+        return;
+      }
       const entry = await store.getRow(id, 1);
-      if (entry) await store.settle(id, 1, { ...entry, s: 'failed', a: 1, e: 'offer LEGACY-2019 is Retired, not Active' });
+      if (entry) await store.settle(id, 1, { ...entry, s: 'failed', a: 1, e: 'offer LEGACY-2019 is Retired, not Active', h: 1 });
       throw new UnrecoverableError('refused');
     }, { connection: redis, prefix: pipeline.prefix });
     await until(async () => ((await queues.rows.getJob(rowJobId(id, 1)))?.failedReason ? true : undefined), 'the row to fail');
@@ -112,7 +118,8 @@ describe('editAndRetryRow', () => {
     expect(pending).toBeDefined();
     await store.settle(id, 1, { ...pending!, s: 'needs-review', a: 3, e: 'may have been applied', cand: ['100010', '100011'] });
 
-    // Its job is still waiting: not now.
+    // Its own job is still waiting: not now.
+    await queues.rows.add('customer.create', { importId: id, row: 1 }, rowJobOptions(id, 1));
     expect((await refusal(editAndRetryRow(store, queues, keyring, id, 1, { City: 'Paris' }))).reason).toBe('busy');
     await (await queues.rows.getJob(rowJobId(id, 1)))?.remove();
 
@@ -122,7 +129,7 @@ describe('editAndRetryRow', () => {
     // An unchanged identifying field sent back with the form is no change.
     const result = await editAndRetryRow(store, queues, keyring, id, 1, { EmailAddress: 'zoe@example.fr', City: 'Paris' });
     expect(result).toMatchObject({ state: 'sent', jobName: 'customer.create' });
-    expect(await store.getRow(id, 1)).toMatchObject({ s: 'sent', a: 3, c: ['Zoë', 'Dupont', 'zoe@example.fr', 'Paris'] });
+    expect(await store.getRow(id, 1)).toMatchObject({ s: 'sent', a: 3, c: ['Zoë', 'Dupont', 'zoe@example.fr', 'Paris'], h: 1 });
     expect((await store.counts(id)).byStatus['needs-review']).toBe(0);
     expect((await queues.rows.getJob(rowJobId(id, 1)))?.name).toBe('customer.create');
   });

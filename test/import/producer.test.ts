@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { importFile } from '../../src/import/producer.js';
+import { BATCH_JOB, batchJobId, ROWS_PER_BATCH, RowBatchDataSchema } from '../../src/queue/queues.js';
 import { LedgerEntrySchema } from '../../src/store/importStore.js';
 import { startPipeline, type Pipeline } from '../support/pipeline.js';
 
@@ -31,7 +32,13 @@ describe('the producer, in one parse of the file', () => {
     expect(result.importId).toBe(createHash('sha256').update('customers\n').update(await readFile(file)).digest('hex').slice(0, 24));
 
     const { store, queues, redis } = pipeline.runtime;
-    expect(await queues.rows.getJobCounts('waiting')).toEqual({ waiting: rows - invalid });
+    // One batch job per block of ROWS_PER_BATCH rows, holding that block's valid rows: each valid row in exactly one.
+    expect(await queues.rows.getJobCounts('waiting')).toEqual({ waiting: Math.ceil(rows / ROWS_PER_BATCH) });
+    const batches = await queues.rows.getWaiting(0, -1);
+    const batched = batches.flatMap((job) => RowBatchDataSchema.parse(job.data).rows).sort((a, b) => a - b);
+    expect(batched).toEqual(Array.from({ length: rows }, (_, i) => i + 1).filter((row) => row % 7 !== 0));
+    expect(new Set(batches.map((job) => job.name))).toEqual(new Set([BATCH_JOB]));
+    expect(batches.find((job) => job.id === batchJobId(result.importId, 1))?.data).toEqual({ importId: result.importId, rows: [26, 27, 29, 30, 31, 32, 33, 34, 36, 37, 38, 39, 40, 41, 43, 44, 45, 46, 47, 48, 50] });
     expect((await store.counts(result.importId)).byStatus.invalid).toBe(invalid);
     expect(await store.getImport(result.importId)).toMatchObject({ state: 'enqueued', total: rows });
     const ledger = await redis.hgetall(store.keys.ledger(result.importId));

@@ -1,0 +1,67 @@
+import { describe, expect, it } from 'vitest';
+import { coalesce, Slots } from '../../src/queue/coalesce.js';
+
+describe('coalesce', () => {
+  it('gathers the calls of one turn into one flush per key, answering each call its own result', async () => {
+    const flushes: Array<{ key: string; items: number[] }> = [];
+    const double = coalesce<number, number>(async (key, items) => {
+      flushes.push({ key, items: [...items] });
+      return items.map((n) => n * 2);
+    });
+    const results = await Promise.all([double('a', 1), double('b', 10), double('a', 2), double('a', 3)]);
+    expect(results).toEqual([2, 20, 4, 6]);
+    expect(flushes).toEqual([
+      { key: 'a', items: [1, 2, 3] },
+      { key: 'b', items: [10] },
+    ]);
+
+    // A later turn is a later flush.
+    expect(await double('a', 4)).toBe(8);
+    expect(flushes).toHaveLength(3);
+  });
+
+  it('fails every call of a flush that fails or answers the wrong number of results', async () => {
+    const failing = coalesce<number, number>(async () => {
+      throw new Error('redis down');
+    });
+    const settled = await Promise.allSettled([failing('a', 1), failing('a', 2)]);
+    expect(settled.map((s) => s.status)).toEqual(['rejected', 'rejected']);
+
+    const short = coalesce<number, number>(async () => [1]);
+    await expect(Promise.all([short('a', 1), short('a', 2)])).rejects.toThrow(/answered 1 results for 2 calls/);
+  });
+});
+
+describe('Slots', () => {
+  it('lets at most `size` runs in at once, the rest in the order they came', async () => {
+    const slots = new Slots(2);
+    let inside = 0;
+    let most = 0;
+    const order: number[] = [];
+    const releases: Array<() => void> = [];
+    const runs = [1, 2, 3, 4, 5].map((n) =>
+      slots.run(async () => {
+        inside++;
+        most = Math.max(most, inside);
+        order.push(n);
+        await new Promise<void>((resolve) => releases.push(resolve));
+        inside--;
+      }),
+    );
+    // Let the first two in, then free one slot at a time.
+    while (order.length < 5) {
+      await new Promise((resolve) => setImmediate(resolve));
+      releases.shift()?.();
+    }
+    releases.forEach((release) => release());
+    await Promise.all(runs);
+    expect(most).toBe(2);
+    expect(order).toEqual([1, 2, 3, 4, 5]);
+  });
+
+  it('gives the slot back when a run throws', async () => {
+    const slots = new Slots(1);
+    await expect(slots.run(async () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
+    expect(await slots.run(async () => 'next')).toBe('next');
+  });
+});

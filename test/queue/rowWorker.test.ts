@@ -1,0 +1,100 @@
+/**
+ * The rows queue's batch jobs (src/queue/rowWorker.ts): a batch runs its rows
+ * once each, leaves a row with a job of its own to that job, reconciles a row
+ * an earlier run may have sent, and hands a refused row to a row job that
+ * keeps it failed for the dashboard without sending it again.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { BLANK_CUSTOMER_INPUT } from '../../src/csv/rows.js';
+import { importFile } from '../../src/import/producer.js';
+import { BATCH_JOB, batchJobId, getRowJob, rowJobOptions } from '../../src/queue/queues.js';
+import { startWorkers } from '../../src/runtime.js';
+import type { SandboxRequest } from '../../src/sandbox/server.js';
+import { waitFinished } from '../support/imports.js';
+import { startPipeline, type Pipeline } from '../support/pipeline.js';
+
+let pipeline: Pipeline | undefined;
+afterEach(async () => {
+  await pipeline?.close();
+  pipeline = undefined;
+});
+
+async function enqueueOnly(p: Pipeline, content: string): Promise<string> {
+  const { store, queues, keyring, logger } = p.runtime;
+  const result = await importFile({ file: await p.file('rows.csv', content) }, { store, queues, keyring, logger });
+  expect(result.outcome).toBe('enqueued');
+  return result.importId;
+}
+
+/** Records the sandbox's requests by method and endpoint. */
+function requestLog(p: Pipeline): SandboxRequest[] {
+  const seen: SandboxRequest[] = [];
+  p.sandbox.intercept((request) => seen.push(request));
+  return seen;
+}
+
+describe('batch jobs', () => {
+  it('run each row once, leave a row that has a job of its own to it, and reconcile a row that may have been sent', async () => {
+    pipeline = await startPipeline({ workers: false, seed: false });
+    const { store, queues } = pipeline.runtime;
+    const lines = ['FirstName,LastName,EmailAddress'];
+    for (let i = 1; i <= 60; i++) lines.push(`Row${i},Batch,row${i}@example.com`);
+    const id = await enqueueOnly(pipeline, `${lines.join('\n')}\n`);
+    // Three blocks of rows: 1-25, 26-50, 51-60.
+    expect((await queues.rows.getWaiting(0, -1)).map((job) => [job.name, job.id]).sort()).toEqual([
+      [BATCH_JOB, batchJobId(id, 0)],
+      [BATCH_JOB, batchJobId(id, 1)],
+      [BATCH_JOB, batchJobId(id, 2)],
+    ]);
+
+    // Row 3 was sent by a run that died before its answer came: the customer exists.
+    const sent = pipeline.sandbox.store.createCustomer({ ...BLANK_CUSTOMER_INPUT, FirstName: 'Row3', LastName: 'Batch', EmailAddress: 'row3@example.com' });
+    const row3 = await store.getRow(id, 3);
+    await store.updateUnsettled(id, 3, { ...row3!, s: 'sent', a: 1 });
+    // Row 30 has a job of its own (retried from the dashboard, say), delayed: its batch must not run it.
+    const row30 = await store.getRow(id, 30);
+    await store.updateUnsettled(id, 30, { ...row30!, h: 1 });
+    await queues.rows.add('customer.create', { importId: id, row: 30 }, { ...rowJobOptions(id, 30), delay: 1500 });
+
+    const seen = requestLog(pipeline);
+    pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 8 });
+    await expect.poll(async () => (await getRowJob(queues, id, 30))?.getState(), { timeout: 10_000 }).toBe('delayed');
+    const status = await waitFinished(pipeline, id);
+
+    expect(status.counts).toMatchObject({ created: 59, reconciled: 1 });
+    const customers = pipeline.sandbox.store.customers();
+    expect(customers).toHaveLength(60);
+    expect(new Set(customers.map((c) => c.FirstName)).size).toBe(60);
+    expect(await store.getRow(id, 3)).toMatchObject({ s: 'reconciled', cid: sent.CustomerID });
+    // One create per row but row 3, which read back instead; row 30 was created once, by its own job.
+    const creates = seen.filter((r) => r.endpoint === 'createCustomer');
+    expect(creates).toHaveLength(59);
+    expect(seen.filter((r) => r.endpoint === 'searchCustomers').length).toBeGreaterThanOrEqual(1);
+  });
+
+  it('hand a refused row to a row job that settles it failed without sending it again, and stays failed for the dashboard', async () => {
+    pipeline = await startPipeline({ workers: false });
+    const { queues } = pipeline.runtime;
+    const id = await enqueueOnly(
+      pipeline,
+      [
+        'Customer.FirstName,Customer.LastName,CreditCardInfo.AccountNumber,CreditCardInfo.CVCode,CreditCardInfo.ExpirationDate,Subscription.OfferCode',
+        'Ana,Good,4111111111111111,321,1230,STREAM-PLUS',
+        'Old,Refused,378282246310005,9753,1230,LEGACY-2019',
+      ].join('\n'),
+    );
+    const seen = requestLog(pipeline);
+    pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 4 });
+    const status = await waitFinished(pipeline, id);
+    expect(status.counts).toMatchObject({ 'signed-up': 1, failed: 1 });
+
+    expect(seen.filter((r) => r.endpoint === 'signUp')).toHaveLength(2);
+    const kept = await getRowJob(queues, id, 2);
+    expect(await kept?.getState()).toBe('failed');
+    expect(kept?.failedReason).toMatch(/LEGACY-2019|Retired|not active/i);
+    // Settled: the card data is gone from it, and so is everything of its batch.
+    expect(kept?.data).toEqual({ importId: id, row: 2 });
+    expect(await queues.rows.getJob(batchJobId(id, 0))).toBeUndefined();
+  });
+});
+
