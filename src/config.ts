@@ -32,7 +32,7 @@ export interface Config {
   redisUrl: string;
   /** SUBSYNC_RATE: requests per second for the whole fleet; unset = adaptive (slow down on 429). */
   rate?: number;
-  /** SUBSYNC_CONCURRENCY: row jobs in flight per worker process. Default {@link DEFAULT_CONCURRENCY}. */
+  /** SUBSYNC_CONCURRENCY: rows at the API at once per worker process (and jobs held). Default {@link DEFAULT_CONCURRENCY}. */
   concurrency: number;
   /** SUBSYNC_DATA_DIR as an absolute path (inbox, processing, done, failed, results, exports). Default `./var`. */
   dataDir: string;

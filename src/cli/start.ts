@@ -22,7 +22,7 @@ export function register(program: Command): void {
   const command = program
     .command('start')
     .description('run worker, inbox watcher and dashboard in one process until SIGTERM/SIGINT (what docker-compose runs)')
-    .option('--concurrency <n>', 'row jobs in flight in this process (default: SUBSYNC_CONCURRENCY)', parseConcurrency);
+    .option('--concurrency <n>', 'rows at the API at once in this process, and jobs held (default: SUBSYNC_CONCURRENCY)', parseConcurrency);
   addWatchOptions(addDashboardOptions(command)).action((flags: StartFlags) => runStart(flags));
 }
 

@@ -23,7 +23,7 @@ export function register(program: Command): void {
   program
     .command('worker')
     .description('run row jobs against the API (and control jobs: results, exports) until SIGTERM/SIGINT')
-    .option('--concurrency <n>', 'row jobs in flight in this process (default: SUBSYNC_CONCURRENCY)', parseConcurrency)
+    .option('--concurrency <n>', 'rows at the API at once in this process, and jobs held (default: SUBSYNC_CONCURRENCY)', parseConcurrency)
     .option('--no-control', 'do not run control jobs (results files) in this process')
     .action((flags: WorkerFlags) => runWorker(flags));
 }

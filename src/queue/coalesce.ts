@@ -45,36 +45,58 @@ export function coalesce<T, R>(flush: (key: string, items: T[]) => Promise<R[]>)
  * A count of slots taken in turn (first come, first served): the row worker
  * holds one per row while its requests are out, so however many jobs are
  * active, at most `size` rows of a process talk to the API at once.
+ *
+ * A waiter may ask to be told when it is among the next `lookahead` in line
+ * (`whenNear`), so it can get ready while the slot it will take is still
+ * busy: a create marks itself `sent` then, and its request leaves as soon as
+ * the slot is free instead of one Redis round trip later.
  */
 export class Slots {
   private free: number;
-  private readonly waiting: Array<() => void> = [];
+  private readonly waiting: Array<{ go: () => void; near: (() => void) | undefined }> = [];
+  readonly lookahead: number;
 
-  constructor(readonly size: number) {
+  constructor(readonly size: number, lookahead = Math.ceil(size / 4)) {
     this.free = size;
+    this.lookahead = lookahead;
   }
 
-  async take(): Promise<void> {
+  async take(whenNear?: () => void): Promise<void> {
     if (this.free > 0) {
       this.free--;
       return;
     }
-    await new Promise<void>((resolve) => this.waiting.push(resolve));
+    await new Promise<void>((go) => {
+      this.waiting.push({ go, near: whenNear });
+      if (this.waiting.length <= this.lookahead) this.tellNear(this.waiting.length - 1);
+    });
   }
 
   give(): void {
     const next = this.waiting.shift();
-    if (next) next();
-    else this.free++;
+    if (!next) {
+      this.free++;
+      return;
+    }
+    this.tellNear(this.lookahead - 1);
+    next.go();
   }
 
-  /** Runs `work` in a slot. */
-  async run<T>(work: () => Promise<T>): Promise<T> {
-    await this.take();
+  /** Runs `work` in a slot; `whenNear` as for take. */
+  async run<T>(work: () => Promise<T>, whenNear?: () => void): Promise<T> {
+    await this.take(whenNear);
     try {
       return await work();
     } finally {
       this.give();
     }
+  }
+
+  private tellNear(index: number): void {
+    const waiter = this.waiting[index];
+    if (!waiter?.near) return;
+    const near = waiter.near;
+    waiter.near = undefined;
+    near();
   }
 }

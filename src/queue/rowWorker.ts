@@ -142,6 +142,17 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       entry = next;
       return writeUnsettled(importId, { row, entry });
     };
+    // A plain create marks itself `sent` while it is next but a few in line for a slot, so the
+    // request leaves when the slot frees (markSent then waits for that write to be in Redis).
+    let premarked: Promise<boolean> | undefined;
+    const premark =
+      PREMARKED.has(run.name) && stored.s === 'pending'
+        ? () => {
+            premarked = write({ ...entry, s: 'sent' });
+            // A failed write is told by markSent, which awaits it; until then it is not unhandled.
+            premarked.catch(() => undefined);
+          }
+        : undefined;
     const ctx: RowContext = {
       importId,
       row,
@@ -153,7 +164,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       preexisting: stored.pre,
       markSent: async () => {
         sentNow = true;
-        if (!(await write({ ...entry, s: 'sent' }))) throw new RowTakenError();
+        if (!(await (premarked ?? write({ ...entry, s: 'sent' })))) throw new RowTakenError();
       },
       recordPreexisting: async (ids) => {
         await write({ ...entry, pre: [...ids] });
@@ -163,12 +174,12 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       },
     };
     try {
-      const outcome = await slots.run(() => PROCESSORS[run.name](ctx));
+      const outcome = await slots.run(() => PROCESSORS[run.name](ctx), premark);
       return { kind: 'outcome', entry: outcomeEntry(entry, outcome), status: outcome.status };
     } catch (error) {
       if (error instanceof RowTakenError) return { kind: 'taken' };
       // This attempt's request cannot have been applied: nothing to reconcile next time.
-      if (sentNow && error instanceof ApiError && !error.maybeApplied) await write({ ...entry, s: 'pending' });
+      if ((sentNow || premarked) && error instanceof ApiError && !error.maybeApplied) await write({ ...entry, s: 'pending' });
       return { kind: 'error', error, entry, ctx };
     }
   }
@@ -395,6 +406,13 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
   worker.on('error', (error) => logger.error({ err: error }, 'row worker error'));
   return worker;
 }
+
+/**
+ * Jobs whose processor marks a pending row `sent` first thing (customerCreate,
+ * signup): marking it a little early, while it waits for a slot, changes
+ * nothing they do.
+ */
+const PREMARKED: ReadonlySet<JobName> = new Set(['customer.create', 'signup']);
 
 const NO_FIGURES: RunFigures = { apiCalls: 0, retries: 0, rateLimited: 0 };
 

@@ -64,4 +64,35 @@ describe('Slots', () => {
     await expect(slots.run(async () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
     expect(await slots.run(async () => 'next')).toBe('next');
   });
+
+  it('tells a waiter once when it comes among the next `lookahead` in line, before its slot is free', async () => {
+    const slots = new Slots(1, 2);
+    const told: number[] = [];
+    const started: number[] = [];
+    const releases: Array<() => void> = [];
+    const runs = [1, 2, 3, 4].map((n) =>
+      slots.run(
+        async () => {
+          started.push(n);
+          await new Promise<void>((resolve) => releases.push(resolve));
+        },
+        () => told.push(n),
+      ),
+    );
+    await new Promise((resolve) => setImmediate(resolve));
+    // 1 runs (never waited, never told); 2 and 3 wait within the lookahead; 4 waits behind them.
+    expect(started).toEqual([1]);
+    expect(told).toEqual([2, 3]);
+    releases.shift()?.();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(started).toEqual([1, 2]);
+    expect(told).toEqual([2, 3, 4]);
+    while (releases.length > 0 || started.length < 4) {
+      releases.shift()?.();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await Promise.all(runs);
+    expect(told).toEqual([2, 3, 4]);
+  });
 });
+
