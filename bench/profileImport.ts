@@ -1,8 +1,9 @@
 /**
  * Not part of `npm run bench`: a CPU profile of one `subsync worker`
- * (concurrency 32) during an import of ROWS customers against an in-process
- * sandbox, then the top functions by self time. For finding what bounds
- * import throughput.
+ * (concurrency 32) during an import of ROWS customers against a sandbox in
+ * its own process (as the bench runs it, so the worker, not the sandbox, is
+ * what is busy), then the top functions by self time. For finding what
+ * bounds import throughput.
  *
  *   node dist/bench/profileImport.js [ROWS=5000] [OUT_DIR=/tmp/subsync-prof]
  */
@@ -10,9 +11,8 @@ import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { importFile } from '../src/import/producer.js';
-import { startSandbox } from '../src/sandbox/server.js';
 import { writeCustomersCsv } from './make-customers.js';
-import { openBenchRuntime, spawnCli, waitFinished } from './support.js';
+import { openBenchRuntime, spawnCli, spawnSandbox, waitFinished } from './support.js';
 
 interface ProfileNode { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[] }
 interface Profile { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] }
@@ -30,7 +30,7 @@ await rm(outDir, { recursive: true, force: true });
 await mkdir(outDir, { recursive: true });
 const file = path.join(outDir, 'customers.csv');
 await writeCustomersCsv(file, rows);
-const sandbox = await startSandbox({ port: 0, seed: false });
+const sandbox = await spawnSandbox();
 const bench = await openBenchRuntime({ apiUrl: sandbox.url });
 const worker = spawnCli(['worker', '--concurrency', '32'], { ...bench.env, SUBSYNC_API_URL: sandbox.url }, { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${outDir}`] });
 try {

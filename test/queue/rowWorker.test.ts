@@ -96,5 +96,31 @@ describe('batch jobs', () => {
     expect(kept?.data).toEqual({ importId: id, row: 2 });
     expect(await queues.rows.getJob(batchJobId(id, 0))).toBeUndefined();
   });
+
+  it('let go of a card row\'s sealed cells in the batch\'s data once the row has settled', async () => {
+    // One request slot: the batch's rows go one after another, each 100 ms at the sandbox.
+    pipeline = await startPipeline({ workers: false, faults: { latencyMs: 100 } });
+    const { queues } = pipeline.runtime;
+    const id = await enqueueOnly(
+      pipeline,
+      [
+        'Customer.FirstName,Customer.LastName,CreditCardInfo.AccountNumber,CreditCardInfo.CVCode,CreditCardInfo.ExpirationDate,Subscription.OfferCode',
+        'Ana,First,4111111111111111,321,1230,STREAM-PLUS',
+        'Ben,Second,5555555555554444,654,1230,STREAM-PLUS',
+      ].join('\n'),
+    );
+    expect(Object.keys((await queues.rows.getJob(batchJobId(id, 0)))?.data.secrets ?? {})).toEqual(['1', '2']);
+    // While row 2's sign-up is at the sandbox (row 1 has settled), what does the batch hold?
+    let held: Promise<unknown> | undefined;
+    let signUps = 0;
+    pipeline.sandbox.intercept((request) => {
+      if (request.endpoint === 'signUp' && ++signUps === 2) held = queues.rows.getJob(batchJobId(id, 0)).then((job) => job?.data);
+    });
+    pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 1 });
+    await waitFinished(pipeline, id);
+    expect(held).toBeDefined();
+    expect(await held).toMatchObject({ importId: id, rows: [1, 2], secrets: { '2': expect.stringMatching(/^v1\./) } });
+    expect(Object.keys(((await held) as { secrets: Record<string, string> }).secrets)).toEqual(['2']);
+  });
 });
 
