@@ -101,11 +101,20 @@ export interface ImportCounts {
   rateLimited: number;
 }
 
+// Lua: whether a row's ledger entry is open (none yet, pending or sent), so it may be written.
+const IS_OPEN_LUA = `
+local function isOpen(ledger, row)
+  local current = redis.call('HGET', ledger, row)
+  if not current then return true end
+  local s = cjson.decode(current).s
+  return s == 'pending' or s == 'sent'
+end`;
+
 // Settles rows once each: refuses an entry already settled, so counts move once.
 // The runs' API figures are added either way (the calls were made).
 // KEYS: ledger, counts, record. ARGV: now, apiCalls, retries, rateLimited, then (row, entry JSON, status) per row.
 // Returns {settled, total, round, applied per row (1 or 0)}.
-const SETTLE_ROWS_SCRIPT = `
+const SETTLE_ROWS_SCRIPT = `${IS_OPEN_LUA}
 local function add(field, by)
   local n = tonumber(by or '0')
   if n ~= 0 then redis.call('HINCRBY', KEYS[2], field, n) end
@@ -116,13 +125,7 @@ add('rateLimited', ARGV[4])
 local reply = {0, 0, 0}
 local any = false
 for i = 5, #ARGV, 3 do
-  local current = redis.call('HGET', KEYS[1], ARGV[i])
-  local open = true
-  if current then
-    local s = cjson.decode(current).s
-    open = s == 'pending' or s == 'sent'
-  end
-  if open then
+  if isOpen(KEYS[1], ARGV[i]) then
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
     redis.call('HINCRBY', KEYS[2], ARGV[i + 2], 1)
     redis.call('HINCRBY', KEYS[2], 'settled', 1)
@@ -141,15 +144,10 @@ return reply
 
 // Writes unsettled entries, each unless its row has settled meanwhile.
 // KEYS: ledger. ARGV: (row, entry JSON) per row. Returns 1 or 0 per row.
-const UPDATE_UNSETTLED_SCRIPT = `
+const UPDATE_UNSETTLED_SCRIPT = `${IS_OPEN_LUA}
 local reply = {}
 for i = 1, #ARGV, 2 do
-  local current = redis.call('HGET', KEYS[1], ARGV[i])
-  local open = true
-  if current then
-    local s = cjson.decode(current).s
-    open = s == 'pending' or s == 'sent'
-  end
+  local open = isOpen(KEYS[1], ARGV[i])
   if open then redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
   reply[#reply + 1] = open and 1 or 0
 end

@@ -28,7 +28,6 @@
 import { rm, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import pLimit from 'p-limit';
-import type { Logger } from 'pino';
 import { detectKind } from '../csv/columns.js';
 import { ColumnMapError, CsvFormatError, FileRejectedError } from '../csv/errors.js';
 import { readHeaders } from '../csv/reader.js';

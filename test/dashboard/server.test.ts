@@ -140,7 +140,6 @@ describe('dashboard: authentication', () => {
     pipeline = await startPipeline({ workers: false });
     const dashboard = await startTestDashboard(pipeline);
     const port = new URL(dashboard.url).port;
-    const http = client(dashboard);
     // fetch will not send another Host: a raw request does.
     expect((await rawRequest(`${dashboard.url}/`, { headers: { ...bearer, host: `evil.example:${port}` } })).status).toBe(421);
     expect((await rawRequest(`${dashboard.url}/`, { headers: { ...bearer, host: `localhost:${port}` } })).status).toBe(200);
