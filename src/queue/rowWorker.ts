@@ -74,6 +74,8 @@ interface RowRun {
   stored: LedgerEntry;
   cells: readonly string[];
   log: () => Logger;
+  /** A batch's row: when the worker is closing, it does not start, and goes back with its batch. */
+  deferrable: boolean;
 }
 
 /** How one attempt ended. `entry` is the row's ledger entry as this attempt left it. */
@@ -81,13 +83,15 @@ type Attempt =
   | { kind: 'outcome'; entry: LedgerEntry; status: RowOutcome['status'] }
   | { kind: 'error'; error: unknown; entry: LedgerEntry; ctx: RowContext }
   /** Another run settled the row meanwhile. */
-  | { kind: 'taken' };
+  | { kind: 'taken' }
+  /** The worker is closing: the row was not started. */
+  | { kind: 'deferred' };
 
 /** Thrown by markSent when another run settled the row meanwhile: this attempt stops before sending. */
 class RowTakenError extends Error {}
 
 /** What a batch job did with each of its rows. */
-type BatchRowResult = 'settled' | 'handed' | 'skipped';
+type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred';
 
 /**
  * Runs the rows queue: batch jobs (the rows of an import as the producer
@@ -109,6 +113,9 @@ type BatchRowResult = 'settled' | 'handed' | 'skipped';
 export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, unknown, RowQueueJobName> {
   const { store, queues, api, budget, logger } = options;
   const slots = new Slots(options.concurrency);
+  // Set when the worker starts closing: batches start no more rows, so a
+  // SIGTERM waits for the requests out, not for every row the batches hold.
+  let closing = false;
   // Import records do not change once enqueued (but for counts, kept elsewhere).
   const imports = new Map<string, Promise<KnownImport | undefined>>();
   const importOf = (importId: string): Promise<KnownImport | undefined> => {
@@ -174,7 +181,12 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       },
     };
     try {
-      const outcome = await slots.run(() => PROCESSORS[run.name](ctx), premark);
+      const outcome = await slots.run(async () => (closing && run.deferrable ? undefined : PROCESSORS[run.name](ctx)), premark);
+      if (outcome === undefined) {
+        // Marked early but never sent: back to pending, so its next run does not read back for nothing.
+        if (premarked && (await premarked)) await write({ ...entry, s: 'pending' });
+        return { kind: 'deferred' };
+      }
       return { kind: 'outcome', entry: outcomeEntry(entry, outcome), status: outcome.status };
     } catch (error) {
       if (error instanceof RowTakenError) return { kind: 'taken' };
@@ -225,8 +237,9 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     // Settling adds the figures in its own round trip; a run that does not settle adds them at the end.
     let figuresAdded = false;
     try {
-      const result = await attemptRow({ name: job.name, importId, row, known, stored, cells: openCells(stored, data.secrets, options.keyring), log }, figures);
-      if (result.kind === 'taken') throw new UnrecoverableError('row settled by another run meanwhile');
+      const result = await attemptRow({ name: job.name, importId, row, known, stored, cells: openCells(stored, data.secrets, options.keyring), log, deferrable: false }, figures);
+      // (A row job's run is never deferred: only a batch's rows are.)
+      if (result.kind === 'taken' || result.kind === 'deferred') throw new UnrecoverableError('row settled by another run meanwhile');
       if (result.kind === 'outcome') {
         await settleRow(importId, { row, entry: result.entry, figures: runFigures(), kind: record.kind });
         figuresAdded = true;
@@ -279,6 +292,8 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     await held?.settled();
     await store.addFigures(importId, unsettled);
     const count = (r: BatchRowResult): number => results.filter((x) => x === r).length;
+    // Closing: the batch goes back to wait, without spending an attempt, for the rows it did not start.
+    if (count('deferred') > 0) throw Worker.RateLimitError();
     return `${count('settled')} settled, ${count('handed')} handed to row jobs, ${count('skipped')} already settled`;
   }
 
@@ -310,10 +325,10 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     let current = stored;
     for (;;) {
       const figures: CallFigures = { apiCalls: 0, rateLimited: 0 };
-      const result = await attemptRow({ name, importId, row, known, stored: current, cells, log }, figures);
-      if (result.kind === 'taken') {
+      const result = await attemptRow({ name, importId, row, known, stored: current, cells, log, deferrable: true }, figures);
+      if (result.kind === 'taken' || result.kind === 'deferred') {
         addTo(unsettled, figures);
-        return 'skipped';
+        return result.kind === 'taken' ? 'skipped' : 'deferred';
       }
       if (result.kind === 'outcome') {
         await settleRow(importId, { row, entry: result.entry, figures: { ...figures, retries: 0 }, kind: record.kind });
@@ -404,6 +419,9 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     },
   );
   worker.on('error', (error) => logger.error({ err: error }, 'row worker error'));
+  worker.on('closing', () => {
+    closing = true;
+  });
   return worker;
 }
 

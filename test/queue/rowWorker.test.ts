@@ -11,7 +11,7 @@ import { BATCH_JOB, batchJobId, getRowJob, rowJobOptions } from '../../src/queue
 import { startWorkers } from '../../src/runtime.js';
 import type { SandboxRequest } from '../../src/sandbox/server.js';
 import { waitFinished } from '../support/imports.js';
-import { startPipeline, type Pipeline } from '../support/pipeline.js';
+import { startPipeline, until, type Pipeline } from '../support/pipeline.js';
 
 let pipeline: Pipeline | undefined;
 afterEach(async () => {
@@ -121,6 +121,32 @@ describe('batch jobs', () => {
     expect(held).toBeDefined();
     expect(await held).toMatchObject({ importId: id, rows: [1, 2], secrets: { '2': expect.stringMatching(/^v1\./) } });
     expect(Object.keys(((await held) as { secrets: Record<string, string> }).secrets)).toEqual(['2']);
+  });
+
+  it('start no more rows once their worker is closing: the batch goes back to wait, and the next worker runs the rest once each', async () => {
+    pipeline = await startPipeline({ workers: false, seed: false, faults: { latencyMs: 150 } });
+    const { store, queues } = pipeline.runtime;
+    const lines = ['FirstName,LastName,EmailAddress'];
+    for (let i = 1; i <= 25; i++) lines.push(`Row${i},Closing,row${i}@example.com`);
+    const id = await enqueueOnly(pipeline, `${lines.join('\n')}\n`);
+
+    const first = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 2 });
+    await until(async () => ((await store.counts(id)).settled >= 2 ? true : undefined), 'two rows to settle');
+    await first.rows.close();
+    await first.control?.close();
+    // The rows out at the API finished; the rest were not started, and their batch waits for another worker.
+    const settledByFirst = (await store.counts(id)).settled;
+    expect(settledByFirst).toBeLessThan(25);
+    expect(await (await queues.rows.getJob(batchJobId(id, 0)))?.getState()).toBe('waiting');
+    const ledger = await store.getRows(id, Array.from({ length: 25 }, (_, i) => i + 1));
+    expect(ledger.filter((e) => e?.s === 'pending')).toHaveLength(25 - settledByFirst);
+    expect(pipeline.sandbox.store.customers()).toHaveLength(settledByFirst);
+
+    pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 4 });
+    const status = await waitFinished(pipeline, id);
+    expect(status.counts).toMatchObject({ created: 25 });
+    expect(new Set(pipeline.sandbox.store.customers().map((c) => c.FirstName)).size).toBe(25);
+    expect(pipeline.sandbox.store.customers()).toHaveLength(25);
   });
 });
 
