@@ -12,19 +12,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { importFile } from '../src/import/producer.js';
 import { writeCustomersCsv } from './make-customers.js';
-import { openBenchRuntime, spawnCli, spawnSandbox, waitFinished } from './support.js';
+import { openBenchRuntime, processCpuMs, spawnCli, spawnSandbox, waitFinished } from './support.js';
 
 interface ProfileNode { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[] }
 interface Profile { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] }
 
 const rows = Number(process.argv[2] ?? 5000);
 
-/** CPU time (user + system) a process has used, in ms, from /proc (Linux). */
-async function cpuMs(pid: number | undefined): Promise<number> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
-}
 const outDir = process.argv[3] ?? path.join(os.tmpdir(), 'subsync-prof');
 await rm(outDir, { recursive: true, force: true });
 await mkdir(outDir, { recursive: true });
@@ -35,12 +29,12 @@ const bench = await openBenchRuntime({ apiUrl: sandbox.url });
 const worker = spawnCli(['worker', '--concurrency', '32'], { ...bench.env, SUBSYNC_API_URL: sandbox.url }, { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${outDir}`] });
 try {
   await new Promise((r) => setTimeout(r, 1500));
-  const cpuBefore = await cpuMs(worker.child.pid);
+  const cpuBefore = await processCpuMs(worker.child.pid);
   const started = performance.now();
   const result = await importFile({ file, kind: 'customers' }, { store: bench.runtime.store, queues: bench.runtime.queues, keyring: undefined, logger: bench.runtime.logger });
   if (result.outcome !== 'enqueued') throw new Error(result.outcome);
   await waitFinished(bench.runtime, result.importId, 600_000);
-  const cpu = (await cpuMs(worker.child.pid)) - cpuBefore;
+  const cpu = (await processCpuMs(worker.child.pid)) - cpuBefore;
   console.log(`worker CPU (utime+stime): ${cpu.toFixed(0)} ms, ${((1000 * cpu) / rows).toFixed(0)} µs per row`);
   console.log(`${rows} rows in ${((performance.now() - started) / 1000).toFixed(1)} s (${(rows / ((performance.now() - started) / 1000)).toFixed(0)} rows/s), worker out of process`);
 } finally {

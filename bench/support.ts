@@ -142,6 +142,20 @@ export async function usedMemory(redis: Redis): Promise<number> {
   return match ? Number(match[1]) : NaN;
 }
 
+/** CPU time (user + system) a process has used, in ms, from /proc (Linux). */
+export async function processCpuMs(pid: number | undefined): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+}
+
+/** CPU time Redis has used, in ms (INFO cpu: user + system). */
+export async function redisCpuMs(redis: Redis): Promise<number> {
+  const info = await redis.info('cpu');
+  const seconds = (field: string): number => Number(new RegExp(`${field}:([\\d.]+)`).exec(info)?.[1] ?? NaN);
+  return (seconds('used_cpu_user') + seconds('used_cpu_sys')) * 1000;
+}
+
 export const log = (line: string): void => {
   process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
 };
@@ -149,6 +163,7 @@ export const log = (line: string): void => {
 /** A `subsync sandbox` in its own process (as the real service would be), no seeds needed. */
 export interface SpawnedSandbox {
   url: string;
+  pid: number | undefined;
   close(): Promise<void>;
 }
 
@@ -157,6 +172,7 @@ export async function spawnSandbox(flags: string[] = [], env: NodeJS.ProcessEnv 
   const url = await waitForLine(sandbox, /sandbox listening on (\S+)/, 20_000);
   return {
     url,
+    pid: sandbox.child.pid,
     async close() {
       sandbox.child.kill('SIGTERM');
       await sandbox.exited;
