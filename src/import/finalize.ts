@@ -1,6 +1,8 @@
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { secretColumnIndexes } from '../csv/rows.js';
+import type { Queues } from '../queue/queues.js';
+import { forgetCardData } from './cardData.js';
 import { isRowStatus } from '../outcomes.js';
 import { planOf } from '../queue/rowWorker.js';
 import { writeImportResults, type ResultFiles, type ResultRow } from '../results/writeResults.js';
@@ -15,7 +17,7 @@ export const resultsDirOf = (dataDir: string, importId: string): string => path.
  * on any machine can do it. A stale round (a retry reopened rows since) is
  * skipped: the round that settles last writes the files.
  */
-export async function finalizeImport(input: { store: ImportStore; importId: string; round: number; dataDir: string; logger: Logger }): Promise<ResultFiles | undefined> {
+export async function finalizeImport(input: { store: ImportStore; queues: Queues; importId: string; round: number; dataDir: string; logger: Logger }): Promise<ResultFiles | undefined> {
   const { store, importId, round } = input;
   const record = await store.getImport(importId);
   if (!record || record.total === undefined || record.round !== round) return undefined;
@@ -66,6 +68,8 @@ export async function finalizeImport(input: { store: ImportStore; importId: stri
       rateLimited: counts.rateLimited,
     },
   });
+  // The import has settled: its card data goes (DESIGN section 6) before it is seen as finished.
+  await forgetCardData(store, input.queues, importId);
   await store.markFinished(importId, round, files.dir);
   input.logger.info({ importId, dir: files.dir }, 'import settled; results written');
   return files;

@@ -4,7 +4,6 @@ import type { Logger } from 'pino';
 import type { ApiClient } from '../api/client.js';
 import type { ApiBudget } from './budget.js';
 import { EXPORT_JOB, runExportJob } from '../export/job.js';
-import { forgetCardData } from '../import/cardData.js';
 import { finalizeImport } from '../import/finalize.js';
 import type { ImportStore } from '../store/importStore.js';
 import { CONTROL_QUEUE, FINALIZE_JOB, FinalizeJobDataSchema, type Queues } from './queues.js';
@@ -28,8 +27,7 @@ export type ControlHandler = (job: Job, deps: ControlDeps) => Promise<unknown>;
 
 const finalize: ControlHandler = async (job, deps) => {
   const { importId, round } = FinalizeJobDataSchema.parse(job.data);
-  const files = await finalizeImport({ store: deps.store, importId, round, dataDir: deps.dataDir, logger: deps.logger });
-  if (files) await forgetCardData(deps.store, deps.queues, importId);
+  const files = await finalizeImport({ store: deps.store, queues: deps.queues, importId, round, dataDir: deps.dataDir, logger: deps.logger });
   return files?.dir ?? 'stale round';
 };
 

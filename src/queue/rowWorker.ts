@@ -282,26 +282,47 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     const held = data.secrets ? heldSecrets(job, data) : undefined;
     // Figures of attempts that settled nothing here (a 429, a row handed on); settled rows carry their own.
     const unsettled: RunFigures = { apiCalls: 0, retries: 0, rateLimited: 0 };
-    const results = await Promise.all(
+    // Every row ends before the batch does, even when one fails (a Redis error): the batch runs
+    // again only once none of its rows is still running here.
+    const ended = await Promise.allSettled(
       data.rows.map(async (row, i): Promise<BatchRowResult> => {
-        const result = await batchRow(job, known, row, entries[i] as LedgerEntry, data.secrets?.[String(row)], unsettled);
-        held?.forget(row);
-        return result;
+        const forget = async (): Promise<void> => held?.forget(row);
+        return batchRow(job, known, row, entries[i] as LedgerEntry, data.secrets?.[String(row)], unsettled, forget);
       }),
     );
-    await held?.settled();
     await store.addFigures(importId, unsettled);
+    const failure = ended.find((e) => e.status === 'rejected');
+    if (failure) throw failure.reason;
+    const results = ended.map((e) => (e.status === 'fulfilled' ? e.value : 'skipped'));
     const count = (r: BatchRowResult): number => results.filter((x) => x === r).length;
     // Closing: the batch goes back to wait, without spending an attempt, for the rows it did not start.
     if (count('deferred') > 0) throw Worker.RateLimitError();
     return `${count('settled')} settled, ${count('handed')} handed to row jobs, ${count('skipped')} already settled`;
   }
 
-  async function batchRow(job: Job<RowBatchData, unknown, typeof BATCH_JOB>, known: KnownImport, row: number, stored: LedgerEntry, token: string | undefined, unsettled: RunFigures): Promise<BatchRowResult> {
+  /**
+   * One row of a batch. `forget` drops the row's sealed card cells from the
+   * batch's data: called once the row's outcome is known, and awaited before
+   * it settles (so a settled import's batches hold no card data), or once
+   * its own job holds them; a row not started keeps them for the batch's
+   * next run.
+   */
+  async function batchRow(
+    job: Job<RowBatchData, unknown, typeof BATCH_JOB>,
+    known: KnownImport,
+    row: number,
+    stored: LedgerEntry,
+    token: string | undefined,
+    unsettled: RunFigures,
+    forget: () => Promise<void>,
+  ): Promise<BatchRowResult> {
     const { importId } = job.data;
     const { record } = known;
     const name = stored.j;
-    if (isSettled(stored.s) || name === null) return 'skipped';
+    if (isSettled(stored.s) || name === null) {
+      await forget();
+      return 'skipped';
+    }
     let rowLogger: Logger | undefined;
     const log = (): Logger => (rowLogger ??= logger.child({ importId, row, jobId: job.id }));
     const attempts = record.options.attempts;
@@ -309,11 +330,15 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       const data: RowJobData = { importId, row, ...extra, ...(token === undefined ? {} : { secrets: token }) };
       const ownAttempts = extra.verdict ? attempts : Math.max(1, attempts - (extra.after ?? 0));
       await queues.rows.add(name, data, { ...rowJobOptions(importId, row, ownAttempts), delay });
+      await forget();
       return 'handed';
     };
     const handOff = async (entry: LedgerEntry, extra: Pick<RowJobData, 'after' | 'verdict'>, delay = 0): Promise<BatchRowResult> => {
       // Marked first: a batch run again leaves the row to its job, and re-adds the job (a no-op when it is there).
-      if (!(await writeUnsettled(importId, { row, entry: { ...entry, h: 1 } }))) return 'skipped';
+      if (!(await writeUnsettled(importId, { row, entry: { ...entry, h: 1 } }))) {
+        await forget();
+        return 'skipped';
+      }
       return addRowJob(extra, delay);
     };
     // The row has a job of its own (handed on by an earlier run of this batch whose worker died, or
@@ -326,11 +351,17 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     for (;;) {
       const figures: CallFigures = { apiCalls: 0, rateLimited: 0 };
       const result = await attemptRow({ name, importId, row, known, stored: current, cells, log, deferrable: true }, figures);
-      if (result.kind === 'taken' || result.kind === 'deferred') {
+      if (result.kind === 'deferred') {
         addTo(unsettled, figures);
-        return result.kind === 'taken' ? 'skipped' : 'deferred';
+        return 'deferred';
+      }
+      if (result.kind === 'taken') {
+        addTo(unsettled, figures);
+        await forget();
+        return 'skipped';
       }
       if (result.kind === 'outcome') {
+        await forget();
         await settleRow(importId, { row, entry: result.entry, figures: { ...figures, retries: 0 }, kind: record.kind });
         if (logger.isLevelEnabled('debug')) log().debug({ status: result.status }, 'row settled');
         return 'settled';
@@ -351,6 +382,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       }
       const settled = await conclude(name, result);
       if (isSettled(settled.s) && SUCCESS_STATUSES.has(settled.s)) {
+        await forget();
         await settleRow(importId, { row, entry: settled, figures: { ...figures, retries: 0 }, kind: record.kind });
         return 'settled';
       }
@@ -382,14 +414,17 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       }
     };
     return {
-      forget(row: number): void {
-        if (!(String(row) in remaining)) return;
-        delete remaining[String(row)];
-        dirty = true;
-        writing ??= write();
-      },
-      /** Waits for the last write; a failed one fails the batch (run again, it forgets again). */
-      async settled(): Promise<void> {
+      /**
+       * Drops a row's cells and waits until the batch's data in Redis is
+       * without them (rows that finish together share one write); a failed
+       * write fails the row's batch, which runs again and forgets again.
+       */
+      async forget(row: number): Promise<void> {
+        if (String(row) in remaining) {
+          delete remaining[String(row)];
+          dirty = true;
+          writing ??= write();
+        }
         await writing;
         if (failure) throw failure.error;
       },

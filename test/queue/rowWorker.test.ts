@@ -148,5 +148,28 @@ describe('batch jobs', () => {
     expect(new Set(pipeline.sandbox.store.customers().map((c) => c.FirstName)).size).toBe(25);
     expect(pipeline.sandbox.store.customers()).toHaveLength(25);
   });
+
+  it('keep the card cells of the rows a closing worker did not start, so the next worker signs them up', async () => {
+    pipeline = await startPipeline({ workers: false, faults: { latencyMs: 150 } });
+    const { store, queues } = pipeline.runtime;
+    const lines = ['Customer.FirstName,Customer.LastName,CreditCardInfo.AccountNumber,CreditCardInfo.CVCode,CreditCardInfo.ExpirationDate,Subscription.OfferCode'];
+    for (let i = 1; i <= 6; i++) lines.push(`Row${i},Deferred,4111111111111111,321,1230,STREAM-PLUS`);
+    const id = await enqueueOnly(pipeline, lines.join('\n'));
+
+    const first = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 1 });
+    await until(async () => ((await store.counts(id)).settled >= 1 ? true : undefined), 'a row to settle');
+    await first.rows.close();
+    await first.control?.close();
+    const batch = await queues.rows.getJob(batchJobId(id, 0));
+    expect(await batch?.getState()).toBe('waiting');
+    const settledByFirst = (await store.counts(id)).settled;
+    expect(settledByFirst).toBeLessThan(6);
+    // Settled rows' cells are gone from the batch; the others' are kept for its next run.
+    expect(Object.keys(batch?.data.secrets ?? {})).toHaveLength(6 - settledByFirst);
+
+    pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 2 });
+    const status = await waitFinished(pipeline, id);
+    expect(status.counts).toMatchObject({ 'signed-up': 6, failed: 0 });
+  });
 });
 
