@@ -183,8 +183,8 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     try {
       const outcome = await slots.run(async () => (closing && run.deferrable ? undefined : PROCESSORS[run.name](ctx)), premark);
       if (outcome === undefined) {
-        // Marked early but never sent: back to pending, so its next run does not read back for nothing.
-        if (premarked && (await premarked)) await write({ ...entry, s: 'pending' });
+        // Marked early but never sent: back as it was, so its next run does not read back for nothing.
+        if (premarked && (await premarked)) await write(stored);
         return { kind: 'deferred' };
       }
       return { kind: 'outcome', entry: outcomeEntry(entry, outcome), status: outcome.status };
