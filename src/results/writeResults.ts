@@ -27,8 +27,7 @@ import { createWriteStream } from 'node:fs';
 import { mkdir, open, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import type { Writable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import { stringify, type Options as StringifyOptions, type Stringifier } from 'csv-stringify';
+import { finished } from 'node:stream/promises';
 import { maskCardNumber } from '../api/rules.js';
 import { PROBLEM_STATUSES, type ImportKind, type RowStatus } from '../outcomes.js';
 
@@ -106,16 +105,25 @@ export const RESULT_FILE_NAMES = { results: 'results.csv', errors: 'errors.csv',
  */
 export const RESULT_FILE_MODE = 0o640;
 
-const CSV_OPTIONS: StringifyOptions = {
-  bom: false,
-  record_delimiter: 'unix',
-  // Stated, because setting record_delimiter turns it off by default: a lone CR
-  // inside a cell must be quoted too, or a reader splits the record there.
-  quote_record_delimiter: true,
-  quoted: false,
-  escape_formulas: false,
-  eof: true,
-};
+/**
+ * One CSV record, its LF included, as csv-stringify writes it with
+ * `quoted: false` and LF record ends (test/results/writeResults.test.ts holds
+ * the two to the same bytes): a cell is quoted only when it holds a comma, a
+ * quote, CR or LF, quotes doubled. Written out here because csv-stringify's
+ * stream machinery per record cost more than reading the ledger.
+ */
+export function csvRecord(cells: readonly string[]): string {
+  let line = '';
+  for (let i = 0; i < cells.length; i++) {
+    const cell = cells[i] ?? '';
+    line += (i === 0 ? '' : ',') + (NEEDS_QUOTES.test(cell) ? `"${cell.replaceAll('"', '""')}"` : cell);
+  }
+  return `${line}\n`;
+}
+const NEEDS_QUOTES = /[",\r\n]/;
+
+/** Text gathered before a write to a result file: big writes, few of them. */
+const WRITE_CHUNK_CHARS = 64 * 1024;
 
 /**
  * Writes results.csv, errors.csv and summary.json for one import. Resolves
@@ -158,47 +166,59 @@ export async function writeImportResults(input: WriteImportResultsInput): Promis
   return files;
 }
 
-/** Streams both CSV files from one pass over the rows, honouring each file's backpressure. */
+/** Writes both CSV files in one pass over the rows, in chunks, honouring each file's backpressure. */
 async function writeCsvFiles(resultsPath: string, errorsPath: string, input: WriteImportResultsInput): Promise<void> {
   const { headers, secretColumns, rows } = input;
-  const resultsCsv = stringify(CSV_OPTIONS);
-  const errorsCsv = stringify(CSV_OPTIONS);
-  // flush: true fsyncs each file before its stream closes, so the pipelines
-  // resolve only once the bytes are on disk and the rename can follow.
-  const pipelines = [
-    pipeline(resultsCsv, createWriteStream(resultsPath, { flags: 'wx', mode: RESULT_FILE_MODE, flush: true })),
-    pipeline(errorsCsv, createWriteStream(errorsPath, { flags: 'wx', mode: RESULT_FILE_MODE, flush: true })),
-  ];
-  // Attaches handlers at once, so a pipeline failing while the loop below is
-  // busy is never an unhandled rejection.
-  const settled = Promise.allSettled(pipelines);
-
+  // flush: true fsyncs each file before it closes, so the writes end only
+  // once the bytes are on disk and the rename can follow.
+  const results = new ChunkedFile(createWriteStream(resultsPath, { flags: 'wx', mode: RESULT_FILE_MODE, flush: true }));
+  const errors = new ChunkedFile(createWriteStream(errorsPath, { flags: 'wx', mode: RESULT_FILE_MODE, flush: true }));
   try {
-    await writeRecord(resultsCsv, [...headers, ...RESULT_COLUMNS]);
-    await writeRecord(errorsCsv, [...headers, ERROR_COLUMN]);
+    await results.add(csvRecord([...headers, ...RESULT_COLUMNS]));
+    await errors.add(csvRecord([...headers, ERROR_COLUMN]));
     for await (const row of rows) {
       const cells = outputCells(row.cells, headers.length, secretColumns);
-      await writeRecord(resultsCsv, [
-        ...cells,
-        String(row.row),
-        row.status,
-        row.customerId,
-        row.subscriptionId,
-        row.paymentMethodKey,
-        String(row.attempts),
-        row.error,
-      ]);
-      if (PROBLEM_STATUSES.has(row.status)) await writeRecord(errorsCsv, [...cells, row.error]);
+      await results.add(csvRecord([...cells, String(row.row), row.status, row.customerId, row.subscriptionId, row.paymentMethodKey, String(row.attempts), row.error]));
+      if (PROBLEM_STATUSES.has(row.status)) await errors.add(csvRecord([...cells, row.error]));
     }
-    resultsCsv.end();
-    errorsCsv.end();
-    await Promise.all(pipelines);
+    await Promise.all([results.close(), errors.close()]);
   } catch (error) {
-    resultsCsv.destroy();
-    errorsCsv.destroy();
     // The file streams are closed before the caller removes the temp files.
-    await settled;
+    await Promise.all([results.destroy(), errors.destroy()]);
     throw error;
+  }
+}
+
+/** A file written in chunks of about WRITE_CHUNK_CHARS, waiting for 'drain' when its stream's buffer is full. */
+class ChunkedFile {
+  private pending = '';
+
+  constructor(private readonly stream: Writable) {
+    // Told by the next add or close; never an unhandled 'error' meanwhile.
+    stream.on('error', () => undefined);
+  }
+
+  async add(text: string): Promise<void> {
+    this.pending += text;
+    if (this.pending.length >= WRITE_CHUNK_CHARS) await this.flush();
+  }
+
+  async close(): Promise<void> {
+    await this.flush();
+    this.stream.end();
+    await finished(this.stream);
+  }
+
+  async destroy(): Promise<void> {
+    this.stream.destroy();
+    await finished(this.stream).catch(() => undefined);
+  }
+
+  private async flush(): Promise<void> {
+    if (this.stream.destroyed) throw this.stream.errored ?? new Error('result file stream closed before the rows were written');
+    const chunk = this.pending;
+    this.pending = '';
+    if (chunk !== '' && !this.stream.write(chunk)) await drained(this.stream);
   }
 }
 
@@ -223,12 +243,6 @@ function checkSecretColumns(secretColumns: SecretColumns, width: number): void {
       throw new RangeError(`secret column index ${index} is outside the ${width} input columns`);
     }
   }
-}
-
-/** Writes one record, waiting for 'drain' when the stream's buffer is full. */
-async function writeRecord(csv: Stringifier, record: readonly string[]): Promise<void> {
-  if (csv.destroyed) throw csv.errored ?? new Error('result file stream closed before the rows were written');
-  if (!csv.write(record)) await drained(csv);
 }
 
 /** Resolves on 'drain'; rejects if the stream errors or closes first (a destroyed stream never drains). */

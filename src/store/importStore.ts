@@ -355,11 +355,23 @@ export function createImportStore(redis: RedisClient, prefix: string) {
       return { byStatus, settled: n('settled'), apiCalls: n('apiCalls'), retries: n('retries'), rateLimited: n('rateLimited') };
     },
 
-    /** Every ledger entry in row order, read in chunks: memory stays flat however long the file. */
+    /**
+     * Every ledger entry in row order, read in chunks: memory stays flat
+     * however long the file. The next chunk is read while this one is used.
+     */
     async *rowsInOrder(importId: string, total: number, chunk = 1000): AsyncGenerator<{ row: number; entry: LedgerEntry }> {
-      for (let first = 1; first <= total; first += chunk) {
+      const read = (first: number) => {
         const rows = Array.from({ length: Math.min(chunk, total - first + 1) }, (_, i) => String(first + i));
-        const texts = await redis.hmget(keys.ledger(importId), ...rows);
+        const texts = redis.hmget(keys.ledger(importId), ...rows);
+        // Told when awaited; never an unhandled rejection if the caller stops early.
+        texts.catch(() => undefined);
+        return { rows, texts };
+      };
+      let next = total >= 1 ? read(1) : undefined;
+      for (let first = 1; first <= total && next; first += chunk) {
+        const { rows } = next;
+        const texts = await next.texts;
+        next = first + chunk <= total ? read(first + chunk) : undefined;
         for (let i = 0; i < rows.length; i++) {
           const text = texts[i];
           if (text === null || text === undefined) throw new Error(`import ${importId}: row ${first + i} has no ledger entry`);

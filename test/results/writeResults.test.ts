@@ -5,8 +5,10 @@ import path from 'node:path';
 import { parse } from 'csv-parse/sync';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { RowStatus } from '../../src/outcomes.js';
+import { stringify } from 'csv-stringify/sync';
 import {
   RESULT_COLUMNS,
+  csvRecord,
   writeImportResults,
   type ImportSummary,
   type ResultRow,
@@ -107,6 +109,17 @@ describe('writeImportResults', () => {
     const summaryText = await readFile(files.summary, 'utf8');
     expect(JSON.parse(summaryText)).toEqual(summary);
     expect(summaryText).toContain('\n  "importId"');
+  });
+
+  it('formats a record with the same bytes as csv-stringify quoting only where needed (the formatter is its own, for speed)', () => {
+    const records = [
+      ['plain', '', 'a,b', 'say "hi"', 'line\nbreak', 'lone\rCR', 'crlf\r\n', ' spaced ', '=1+1', 'Zoë Åström', '"', ',', '""'],
+      ['', '', ''],
+      ['only'],
+    ];
+    // The options the result files were written with through csv-stringify (a lone CR quoted too).
+    const expected = stringify(records, { bom: false, record_delimiter: 'unix', quote_record_delimiter: true, quoted: false, escape_formulas: false, eof: true });
+    expect(records.map(csvRecord).join('')).toBe(expected);
   });
 
   it('writes UTF-8 without BOM, LF line ends, quoting only where needed, no formula escaping', async () => {
