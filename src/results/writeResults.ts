@@ -219,6 +219,9 @@ class ChunkedFile {
     const chunk = this.pending;
     this.pending = '';
     if (chunk !== '' && !this.stream.write(chunk)) await drained(this.stream);
+    // The rows come from resolved promises: without a turn of the event loop here, a worker's
+    // requests and settles for other imports would wait for the whole file.
+    await new Promise((resolve) => setImmediate(resolve));
   }
 }
 
