@@ -1,19 +1,19 @@
 import type { Queues } from '../queue/queues.js';
 import { getRowJob } from '../queue/queues.js';
-import type { ImportStore } from '../store/importStore.js';
 
 /**
  * A settled import lets go of its card data (DESIGN section 6): the sealed
- * card cells of the jobs it keeps (failed rows, for the dashboard) are
- * removed. Completed jobs are removed at once anyway, and the ledger only
- * ever held masked cells. Retrying such a row asks for the card again.
+ * card cells of the jobs it keeps (failed and needs-review rows, for the
+ * dashboard) are removed. Completed jobs are removed at once anyway, batch
+ * jobs drop a row's cells before it settles, and the ledger only ever held
+ * masked cells. Retrying such a row asks for the card again.
+ *
+ * `keptRows`: the rows that may keep a job, which the finaliser finds while
+ * it reads the ledger for the results files.
  */
-export async function forgetCardData(store: ImportStore, queues: Queues, importId: string): Promise<number> {
-  const record = await store.getImport(importId);
-  if (!record || record.kind === 'customers') return 0;
+export async function forgetCardData(queues: Queues, importId: string, keptRows: Iterable<number>): Promise<number> {
   let forgotten = 0;
-  for await (const { row, entry } of store.rowsWithStatus(importId, new Set(['failed', 'needs-review']))) {
-    if (entry.j === null) continue;
+  for (const row of keptRows) {
     const job = await getRowJob(queues, importId, row);
     if (job?.data.secrets === undefined) continue;
     const { secrets: _forgotten, ...rest } = job.data;

@@ -31,9 +31,13 @@ export async function finalizeImport(input: { store: ImportStore; queues: Queues
   const endedAt = record.lastSettledAt ?? Date.now();
   const durationMs = Math.max(1, endedAt - record.createdAt);
 
+  // Rows that may keep a job holding card data (failed, needs-review), found in the same pass.
+  const keptRows: number[] = [];
+  const holdsCards = record.kind !== 'customers';
   async function* rows(): AsyncGenerator<ResultRow> {
     for await (const { row, entry } of store.rowsInOrder(importId, record?.total ?? 0)) {
       if (!isSettled(entry.s) || !isRowStatus(entry.s)) throw new Error(`import ${importId}: row ${row} is not settled`);
+      if (holdsCards && entry.j !== null && (entry.s === 'failed' || entry.s === 'needs-review')) keptRows.push(row);
       const candidates = entry.cand?.length ? ` (candidates: ${entry.cand.join(', ')})` : '';
       yield {
         row,
@@ -69,7 +73,7 @@ export async function finalizeImport(input: { store: ImportStore; queues: Queues
     },
   });
   // The import has settled: its card data goes (DESIGN section 6) before it is seen as finished.
-  await forgetCardData(store, input.queues, importId);
+  await forgetCardData(input.queues, importId, keptRows);
   await store.markFinished(importId, round, files.dir);
   input.logger.info({ importId, dir: files.dir }, 'import settled; results written');
   return files;

@@ -74,18 +74,16 @@ export const finalizeJobId = (importId: string, round: number): string => `final
 
 /** BullMQ options of a row job: the ledger is the record, so a completed job is removed at once. */
 export function rowJobOptions(importId: string, row: number, attempts: number = RETRY_DEFAULTS.attempts) {
-  return {
-    jobId: rowJobId(importId, row),
-    attempts,
-    backoff: { type: 'full-jitter' },
-    removeOnComplete: true,
-    removeOnFail: { age: FAILED_RETENTION_SECONDS },
-  };
+  return rowsQueueJobOptions(rowJobId(importId, row), attempts);
 }
 
 /** BullMQ options of a batch job: its rows' attempts are their own (a failing row gets a job of its own). */
 export function batchJobOptions(importId: string, block: number, attempts: number = RETRY_DEFAULTS.attempts) {
-  return { ...rowJobOptions(importId, 0, attempts), jobId: batchJobId(importId, block) };
+  return rowsQueueJobOptions(batchJobId(importId, block), attempts);
+}
+
+function rowsQueueJobOptions(jobId: string, attempts: number) {
+  return { jobId, attempts, backoff: { type: 'full-jitter' }, removeOnComplete: true, removeOnFail: { age: FAILED_RETENTION_SECONDS } };
 }
 
 /** The queues one process talks to. */

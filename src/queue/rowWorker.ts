@@ -11,7 +11,7 @@ import type { ColumnPlan } from '../csv/columns.js';
 import { JOB_LOCK_MS } from '../policy.js';
 import { SUCCESS_STATUSES, type ImportKind, type JobName } from '../outcomes.js';
 import { observeRetry, observeRowSettled } from '../metrics.js';
-import { isSettled, type ImportRecord, type ImportStore, type LedgerEntry, type RunFigures } from '../store/importStore.js';
+import { NO_FIGURES, isSettled, type ImportRecord, type ImportStore, type LedgerEntry, type RunFigures } from '../store/importStore.js';
 import type { ApiBudget } from './budget.js';
 import { coalesce, Slots } from './coalesce.js';
 import { countedApi, type CallFigures } from './figures.js';
@@ -466,8 +466,6 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
  * nothing they do.
  */
 const PREMARKED: ReadonlySet<JobName> = new Set(['customer.create', 'signup']);
-
-const NO_FIGURES: RunFigures = { apiCalls: 0, retries: 0, rateLimited: 0 };
 
 function addTo(total: RunFigures, figures: CallFigures & Partial<RunFigures>): void {
   total.apiCalls += figures.apiCalls;

@@ -193,7 +193,7 @@ export interface RunFigures {
   retries: number;
   rateLimited: number;
 }
-const NO_FIGURES: RunFigures = { apiCalls: 0, retries: 0, rateLimited: 0 };
+export const NO_FIGURES: RunFigures = { apiCalls: 0, retries: 0, rateLimited: 0 };
 
 /** What settling rows told: which of them this call settled, and whether the import is now complete. */
 export interface SettleRowsResult {
