@@ -1,4 +1,4 @@
-import type { Customer, CustomerInput } from '../src/api/schemas/index.js';
+import { CUSTOMER_INPUT_FIELDS, type Customer, type CustomerInput } from '../src/api/schemas/index.js';
 import { buildCustomerInput, cellOf } from '../src/csv/rows.js';
 import type { RowContext, RowOutcome, RowProcessor } from './types.js';
 
@@ -8,14 +8,25 @@ export function asInput(customer: Customer): CustomerInput {
   return input;
 }
 
+/** Whether two update bodies hold the same values in every member. */
+export function sameInput(a: CustomerInput, b: CustomerInput): boolean {
+  return CUSTOMER_INPUT_FIELDS.every((field) => a[field] === b[field]);
+}
+
 /**
  * Replaces `customer` with the file's columns laid over it. The API's PUT
  * replaces the whole record, so the base is the record as read: a column the
- * file lacks is kept, never blanked by omission (DESIGN section 2). PUT is
- * idempotent: retried plainly, never marked sent.
+ * file lacks is kept, never blanked by omission. When the overlay changes
+ * nothing, nothing is sent (`unchanged`); a Password cell with a value always
+ * sends, since the service never shows the stored one. PUT is idempotent:
+ * retried plainly, never marked sent.
  */
 export async function overlayAndPut(ctx: RowContext, customer: Customer): Promise<RowOutcome> {
-  const body = buildCustomerInput(ctx.plan, ctx.cells, asInput(customer));
+  const base = asInput(customer);
+  const body = buildCustomerInput(ctx.plan, ctx.cells, base);
+  if (sameInput(body, base)) {
+    return { status: 'unchanged', customerId: customer.CustomerID, note: 'the customer already holds every value of this row; nothing was sent' };
+  }
   const { CustomerID } = await ctx.api.updateCustomer(customer.CustomerID, body);
   return { status: 'updated', customerId: CustomerID };
 }

@@ -8,13 +8,25 @@
  *   reading back (the CustomerID is the one found);
  * - invalid: the row broke a rule and was never sent;
  * - failed: the API refused it, or its retries ran out;
- * - needs-review: the outcome cannot be proven either way; never guessed.
+ * - needs-review: the outcome cannot be proven either way; never guessed;
+ * - unchanged: an update whose record, as read, already holds what the row
+ *   says: nothing was sent;
+ * - exists: a create (a customer without CustomerID, or a sign-up) whose
+ *   person (first name, last name and email) the service already holds: not
+ *   created again; the CustomerID is the one found;
+ * - duplicate: a row about the same person or customer as an earlier row of
+ *   the same file: never sent; the note names the earlier row.
  */
-export const ROW_STATUSES = ['created', 'updated', 'signed-up', 'reconciled', 'invalid', 'failed', 'needs-review'] as const;
+export const ROW_STATUSES = ['created', 'updated', 'signed-up', 'reconciled', 'unchanged', 'exists', 'duplicate', 'invalid', 'failed', 'needs-review'] as const;
 export type RowStatus = (typeof ROW_STATUSES)[number];
 
-/** Outcomes that count as success for `import --wait`'s exit code. */
-export const SUCCESS_STATUSES: ReadonlySet<RowStatus> = new Set(['created', 'updated', 'signed-up', 'reconciled']);
+/**
+ * Outcomes that count as success for `import --wait`'s exit code: the
+ * service holds what the row asked for. `exists` and `duplicate` are among
+ * them: the person is there (a list dropped twice is not a failure), and the
+ * results name the customer or the earlier row.
+ */
+export const SUCCESS_STATUSES: ReadonlySet<RowStatus> = new Set(['created', 'updated', 'signed-up', 'reconciled', 'unchanged', 'exists', 'duplicate']);
 /** Outcomes that go into errors.csv and the dashboard's list. */
 export const PROBLEM_STATUSES: ReadonlySet<RowStatus> = new Set(['invalid', 'failed', 'needs-review']);
 

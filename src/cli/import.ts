@@ -26,6 +26,8 @@ export interface ImportFlags {
   wait?: boolean;
   force?: boolean;
   allOrNothing?: boolean;
+  allowDuplicates?: boolean;
+  sendEmptyPasswords?: boolean;
   json?: boolean;
 }
 
@@ -53,6 +55,8 @@ export function register(program: Command): void {
     .option('--wait', 'show progress until every row has settled; exit 0 all succeeded, 3 some did not')
     .option('--force', 'import identical bytes again under a new import id')
     .option('--all-or-nothing', 'enqueue nothing if any row is invalid')
+    .option('--allow-duplicates', 'send rows about a person the service or an earlier row already holds (by default they settle as exists or duplicate)')
+    .option('--send-empty-passwords', 'let an update file without a Password column send passwords empty (the service replaces the whole record)')
     .option('--json', 'one JSON object per line instead of text')
     .action(async (file: string, flags: ImportFlags) => {
       await withRuntime((runtime) => runImport(runtime, file, flags));
@@ -78,6 +82,8 @@ export async function runImport(runtime: Runtime, file: string, flags: ImportFla
         dryRun: flags.dryRun,
         force: flags.force,
         allOrNothing: flags.allOrNothing,
+        allowDuplicates: flags.allowDuplicates,
+        sendEmptyPasswords: flags.sendEmptyPasswords,
       },
       {
         store: runtime.store,
@@ -106,7 +112,13 @@ export async function runImport(runtime: Runtime, file: string, flags: ImportFla
     case 'enqueued': {
       for (const error of result.errors) print(`  ${error.message}`, { importId: result.importId, row: error.row, column: error.column, rule: error.rule, error: error.message });
       const invalidNote = result.invalid > result.errors.length ? ` (first ${result.errors.length} errors shown)` : '';
-      print(`${result.rows} rows, ${result.invalid} invalid${invalidNote}`, { importId: result.importId, rows: result.rows, invalid: result.invalid });
+      const duplicateNote = result.duplicates > 0 ? `, ${result.duplicates} duplicate${result.duplicates === 1 ? '' : 's'} of earlier rows (not sent)` : '';
+      print(`${result.rows} rows, ${result.invalid} invalid${invalidNote}${duplicateNote}`, {
+        importId: result.importId,
+        rows: result.rows,
+        invalid: result.invalid,
+        duplicates: result.duplicates,
+      });
       if (result.outcome === 'dry-run') {
         for (const offer of result.offers) if (offer.problem) print(`  ${offer.problem}`, { importId: result.importId, offerCode: offer.offerCode, problem: offer.problem });
         if (flags.dryRun && !api && result.kind === 'signups') print('  offers not checked: SUBSYNC_API_URL is not set', { importId: result.importId, offersChecked: false });
@@ -115,7 +127,7 @@ export async function runImport(runtime: Runtime, file: string, flags: ImportFla
         return undefined;
       }
       if (result.outcome === 'rejected') throw new FileRejectedError(file, [`--all-or-nothing: ${result.invalid} invalid row(s); nothing was enqueued`]);
-      print(`${result.rows - result.invalid} rows queued${result.resumed ? ' (resumed an interrupted enqueue)' : ''}`, { importId: result.importId, queued: result.rows - result.invalid });
+      print(`${result.rows - result.invalid - result.duplicates} rows queued${result.resumed ? ' (resumed an interrupted enqueue)' : ''}`, { importId: result.importId, queued: result.rows - result.invalid - result.duplicates });
     }
   }
   if (!flags.wait) return undefined;

@@ -78,6 +78,7 @@ code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monosp
 .status.invalid, .status.failed { background: #fdecea; color: var(--bad); }
 .status.needs-review { background: #fff4db; color: var(--warn); }
 .status.created, .status.updated, .status.signed-up, .status.reconciled { background: #e8f5ec; color: var(--ok); }
+.status.unchanged, .status.exists, .status.duplicate { background: #eef1f5; color: var(--muted); }
 .problem { color: var(--bad); max-width: 32rem; }
 progress { width: 8rem; vertical-align: middle; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem; background: #fff; padding: .8rem; border: 1px solid var(--line); }

@@ -6,9 +6,10 @@ import { ApiNotFoundError } from '../api/errors.js';
 import { ACTIVE_OFFER_STATUS } from '../api/schemas/index.js';
 import type { ExpiryFormat } from '../api/rules.js';
 import { sealSecrets, type CardKeyring } from '../cards/crypto.js';
-import { detectKind, loadColumnMap, planColumns, resolvePath, type ColumnPlan } from '../csv/columns.js';
+import { CUSTOMER_ID, detectKind, loadColumnMap, planColumns, resolvePath, type ColumnPlan } from '../csv/columns.js';
+import { digestOf } from '../customers/identity.js';
 import { FileRejectedError } from '../csv/errors.js';
-import { openCsv, readHeaders } from '../csv/reader.js';
+import { openCsv, readHeaders, type CsvRow } from '../csv/reader.js';
 import { scanCsvBytes } from '../csv/scan.js';
 import { cellOf, maskCells, secretColumnIndexes, validateRow, type RowError, type RowOptions } from '../csv/rows.js';
 import type { ImportKind, JobName } from '../outcomes.js';
@@ -16,6 +17,10 @@ import { RETRY_DEFAULTS } from '../policy.js';
 import { BATCH_JOB, batchJobOptions, batchOf, enqueueFinalize, type Queues, type RowBatchData } from '../queue/queues.js';
 import type { ImportJournal } from '../store/continuity.js';
 import type { ImportStore, LedgerEntry } from '../store/importStore.js';
+import { rowKeys } from './rowKeys.js';
+import { SeenKeys } from './seenKeys.js';
+
+const PASSWORD = 'Password';
 
 /**
  * Rows per flush: their ledger entries and invalid settles in one script call
@@ -50,6 +55,17 @@ export interface ImportRequest {
   force?: boolean;
   /** Enqueue nothing when any row is invalid. */
   allOrNothing?: boolean;
+  /**
+   * Send rows about a person or record an earlier row of the file is about
+   * (`--allow-duplicates`); by default they settle as `duplicate`, unsent.
+   */
+  allowDuplicates?: boolean;
+  /**
+   * An update without a Password column sends passwords empty (the service's
+   * PUT replaces the whole record and never returns a password): refused
+   * unless this says it is meant (`--send-empty-passwords`).
+   */
+  sendEmptyPasswords?: boolean;
 }
 
 export interface OfferCheck {
@@ -58,10 +74,10 @@ export interface OfferCheck {
 }
 
 export type ImportResult =
-  | { outcome: 'enqueued'; importId: string; kind: ImportKind; rows: number; invalid: number; resumed: boolean; errors: RowError[] }
+  | { outcome: 'enqueued'; importId: string; kind: ImportKind; rows: number; invalid: number; duplicates: number; resumed: boolean; errors: RowError[] }
   | { outcome: 'already-imported'; importId: string; kind: ImportKind }
-  | { outcome: 'dry-run'; importId: string; kind: ImportKind; rows: number; invalid: number; errors: RowError[]; offers: OfferCheck[] }
-  | { outcome: 'rejected'; importId: string; kind: ImportKind; rows: number; invalid: number; errors: RowError[] };
+  | { outcome: 'dry-run'; importId: string; kind: ImportKind; rows: number; invalid: number; duplicates: number; errors: RowError[]; offers: OfferCheck[] }
+  | { outcome: 'rejected'; importId: string; kind: ImportKind; rows: number; invalid: number; duplicates: number; errors: RowError[] };
 
 export interface ProducerDeps {
   store: ImportStore;
@@ -105,6 +121,7 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
   const plan = planColumns({ file, kind, headers, map, match: request.match });
   const match = request.match === undefined ? undefined : resolvePath('customers', request.match.trim());
   const options: RowOptions = { expiryFormat: request.expiryFormat ?? 'MMYY', match };
+  if (!request.sendEmptyPasswords) await refuseBlankedPasswords(file, plan, match);
   const secretColumns = secretColumnIndexes(plan);
   if (secretColumns.length > 0 && !deps.keyring && !request.dryRun) {
     throw new FileRejectedError(file, ['the file holds card data (AccountNumber/CVCode), and card data is only queued encrypted: set SUBSYNC_CARD_KEY (64 hex characters)']);
@@ -117,13 +134,14 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
   const existing = await store.getImport(importId);
   if (existing?.state === 'enqueued' && !request.dryRun) return { outcome: 'already-imported', importId, kind };
 
+  const guard = request.allowDuplicates ? undefined : new SeenKeys();
   if (request.dryRun || request.allOrNothing) {
-    const check = await validateAll(plan, file, options, kind === 'signups');
+    const check = await validateAll(plan, file, options, kind === 'signups', request.allowDuplicates !== true);
     if (request.dryRun) {
       const offers = deps.api ? await checkOffers(deps.api, check.offerCodes) : [];
-      return { outcome: 'dry-run', importId, kind, rows: check.rows, invalid: check.invalid, errors: check.errors, offers };
+      return { outcome: 'dry-run', importId, kind, rows: check.rows, invalid: check.invalid, duplicates: check.duplicates, errors: check.errors, offers };
     }
-    if (check.invalid > 0) return { outcome: 'rejected', importId, kind, rows: check.rows, invalid: check.invalid, errors: check.errors };
+    if (check.invalid > 0) return { outcome: 'rejected', importId, kind, rows: check.rows, invalid: check.invalid, duplicates: check.duplicates, errors: check.errors };
   } else if (!wellFormed) {
     // A malformed record (an unclosed quote) deep in the file must reject it
     // before anything is queued, not leave an import half enqueued. The scan
@@ -143,7 +161,12 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
       kind,
       headers: plan.headers,
       paths: plan.paths,
-      options: { match, expiryFormat: options.expiryFormat, attempts: request.attempts ?? RETRY_DEFAULTS.attempts },
+      options: {
+        match,
+        expiryFormat: options.expiryFormat,
+        attempts: request.attempts ?? RETRY_DEFAULTS.attempts,
+        ...(request.allowDuplicates ? { allowDuplicates: true } : {}),
+      },
       createdAt: now(),
       state: 'enqueuing',
       round: 0,
@@ -154,6 +177,7 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
 
   let rows = 0;
   let invalid = 0;
+  let duplicates = 0;
   const errors: RowError[] = [];
   const sealed = secretColumns.length > 0 ? deps.keyring : undefined;
   const flushes = new Set<Promise<void>>();
@@ -161,7 +185,7 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
   const flush = (batch: Batch): void => {
     const done = (async () => {
       // Ledger first: a job must always find its row's entry.
-      await Promise.all([store.putPendingRows(importId, batch.pending), store.settleMany(importId, batch.invalid, now())]);
+      await Promise.all([store.putPendingRows(importId, batch.pending), store.settleMany(importId, batch.settled, now())]);
       if (batch.jobs.size > 0) {
         await queues.rows.addBulk([...batch.jobs].map(([block, data]) => ({ name: BATCH_JOB, data, opts: batchJobOptions(importId, block, attempts) })));
       }
@@ -186,12 +210,16 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
       const rowErrors = validateRow(plan, csvRow, options);
       // Without card columns there is nothing to mask, and the cells are only serialised.
       const cells = secretColumns.length > 0 ? maskCells(plan, csvRow.cells) : csvRow.cells;
-      if (rowErrors.length > 0) {
+      const name = rowErrors.length > 0 ? null : jobNameOf(plan, csvRow.cells, options);
+      const earlier = name !== null && guard ? earlierRow(guard, plan, csvRow, name, options) : undefined;
+      if (name === null) {
         invalid++;
         if (errors.length < MAX_REPORTED_ERRORS) errors.push(...rowErrors.slice(0, MAX_REPORTED_ERRORS - errors.length));
-        batch.invalid.push({ row: csvRow.row, entry: { c: cells, j: null, s: 'invalid', a: 0, e: rowErrors.map((e) => e.message).join('; ') } });
+        batch.settled.push({ row: csvRow.row, entry: { c: cells, j: null, s: 'invalid', a: 0, e: rowErrors.map((e) => e.message).join('; ') } });
+      } else if (earlier !== undefined) {
+        duplicates++;
+        batch.settled.push({ row: csvRow.row, entry: { c: cells, j: name, s: 'duplicate', a: 0, e: earlier } });
       } else {
-        const name = jobNameOf(plan, csvRow.cells, options);
         batch.pending.push({ row: csvRow.row, entry: { c: cells, j: name, s: lost ? 'sent' : 'pending', a: 0 } });
         const block = batchOf(csvRow.row);
         let job = batch.jobs.get(block);
@@ -203,7 +231,7 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
           (job.secrets ??= {})[String(csvRow.row)] = sealSecrets(sealed, secrets);
         }
       }
-      if (batch.pending.length + batch.invalid.length >= BATCH_ROWS && batchOf(csvRow.row + 1) !== batchOf(csvRow.row)) {
+      if (batch.pending.length + batch.settled.length >= BATCH_ROWS && batchOf(csvRow.row + 1) !== batchOf(csvRow.row)) {
         flush(batch);
         batch = emptyBatch();
         // Parse on while Redis writes, but never more than the bound ahead of it.
@@ -222,8 +250,8 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
   const enqueued = await store.markEnqueued(importId, rows);
   // Every row may already have settled (all invalid, or fast workers): then the producer finalises.
   if (enqueued.complete) await enqueueFinalize(queues, importId, enqueued.round);
-  log.info({ rows, invalid }, 'enqueued');
-  return { outcome: 'enqueued', importId, kind, rows, invalid, resumed, errors };
+  log.info({ rows, invalid, duplicates }, 'enqueued');
+  return { outcome: 'enqueued', importId, kind, rows, invalid, duplicates, resumed, errors };
 }
 
 /** The job a valid row runs. */
@@ -257,23 +285,27 @@ export async function scanFile(file: string, kind: ImportKind): Promise<{ digest
 /** The rows of one flush. */
 interface Batch {
   pending: Array<{ row: number; entry: LedgerEntry }>;
-  invalid: Array<{ row: number; entry: LedgerEntry }>;
+  /** Rows settled without a job: invalid, or duplicates of an earlier row. */
+  settled: Array<{ row: number; entry: LedgerEntry }>;
   /** Batch jobs by block. */
   jobs: Map<number, RowBatchData>;
 }
 
-const emptyBatch = (): Batch => ({ pending: [], invalid: [], jobs: new Map() });
+const emptyBatch = (): Batch => ({ pending: [], settled: [], jobs: new Map() });
 
 async function validateAll(
   plan: ColumnPlan,
   file: string,
   options: RowOptions,
   collectOffers: boolean,
-): Promise<{ rows: number; invalid: number; errors: RowError[]; offerCodes: Set<string> }> {
+  guardDuplicates: boolean,
+): Promise<{ rows: number; invalid: number; duplicates: number; errors: RowError[]; offerCodes: Set<string> }> {
   let rows = 0;
   let invalid = 0;
+  let duplicates = 0;
   const errors: RowError[] = [];
   const offerCodes = new Set<string>();
+  const guard = guardDuplicates ? new SeenKeys() : undefined;
   const csv = await openCsv(file);
   try {
     for await (const csvRow of csv.rows) {
@@ -282,7 +314,10 @@ async function validateAll(
       if (rowErrors.length > 0) {
         invalid++;
         if (errors.length < MAX_REPORTED_ERRORS) errors.push(...rowErrors.slice(0, MAX_REPORTED_ERRORS - errors.length));
-      } else if (collectOffers) {
+        continue;
+      }
+      if (guard && earlierRow(guard, plan, csvRow, jobNameOf(plan, csvRow.cells, options), options)) duplicates++;
+      else if (collectOffers) {
         const code = cellOf(plan, csvRow.cells, 'Subscription.OfferCode');
         if (code) offerCodes.add(code);
       }
@@ -290,7 +325,44 @@ async function validateAll(
   } finally {
     csv.close();
   }
-  return { rows, invalid, errors, offerCodes };
+  return { rows, invalid, duplicates, errors, offerCodes };
+}
+
+/**
+ * The note of a row that is about the same person or record as an earlier
+ * row of the file (rowKeys.ts), or undefined when it is the first.
+ */
+function earlierRow(seen: SeenKeys, plan: ColumnPlan, row: CsvRow, name: JobName, options: RowOptions): string | undefined {
+  for (const { key, what } of rowKeys(plan, row.cells, name, options)) {
+    const earlier = seen.firstRow(digestOf(key), row.row);
+    if (earlier !== 0) return `${what} as row ${earlier} of this file: not sent (--allow-duplicates sends such rows)`;
+  }
+  return undefined;
+}
+
+/**
+ * The service's PUT replaces the whole record and returns Password empty,
+ * so an update built from a file without a Password column would blank the
+ * password of every customer it touches. Such a file is refused before
+ * anything is sent: an upsert (`--match`) at once, a file with a CustomerID
+ * column once a row is found that has one (a file of creates may carry an
+ * empty CustomerID column).
+ */
+async function refuseBlankedPasswords(file: string, plan: ColumnPlan, match: string | undefined): Promise<void> {
+  if (plan.kind !== 'customers' || plan.index.has(PASSWORD)) return;
+  const fix = `add a Password column with each customer's password, or pass --send-empty-passwords if blank passwords are meant`;
+  const why = `the service's update replaces the whole record and never returns a password, so every customer it updates would have an empty password`;
+  if (match !== undefined) throw new FileRejectedError(file, [`--match updates customers, and the file has no Password column: ${why}; ${fix}`]);
+  if (!plan.index.has(CUSTOMER_ID)) return;
+  const csv = await openCsv(file);
+  try {
+    for await (const row of csv.rows) {
+      if ((cellOf(plan, row.cells, CUSTOMER_ID) ?? '') === '') continue;
+      throw new FileRejectedError(file, [`row ${row.row} updates customer ${cellOf(plan, row.cells, CUSTOMER_ID) ?? ''}, and the file has no Password column: ${why}; ${fix}`]);
+    }
+  } finally {
+    csv.close();
+  }
 }
 
 /**

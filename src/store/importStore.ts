@@ -53,6 +53,8 @@ export const ImportOptionsSchema = z.object({
   expiryFormat: z.enum(['MMYY', 'YYMM']),
   /** Attempts per row, the first included. */
   attempts: z.number().int().min(1),
+  /** `--allow-duplicates`: rows about a person the service or the file already holds are sent all the same. */
+  allowDuplicates: z.boolean().optional(),
 });
 export type ImportOptions = z.infer<typeof ImportOptionsSchema>;
 

@@ -97,7 +97,7 @@ describe('import options', () => {
       'upsert.csv',
       `FirstName,LastName,EmailAddress,City\n${seeded?.FirstName},${seeded?.LastName},${seeded?.EmailAddress.toUpperCase()},Grenoble\nNew,Upserted,new@example.com,Nice\n`,
     );
-    const status = await run(pipeline, { file, match: 'emailaddress' });
+    const status = await run(pipeline, { file, match: 'emailaddress', sendEmptyPasswords: true });
     expect(status.counts).toMatchObject({ updated: 1, created: 1 });
     expect(pipeline.sandbox.store.customers().find((c) => c.CustomerID === seeded?.CustomerID)?.City).toBe('Grenoble');
     expect(pipeline.sandbox.store.customers().filter((c) => c.LastName === seeded?.LastName)).toHaveLength(1);

@@ -65,7 +65,7 @@ describe('import pipeline, end to end on real Redis and the sandbox', () => {
     const before = pipeline.sandbox.store.customers()[1];
     expect(before).toBeDefined();
     const file = await pipeline.file('updates.csv', `CustomerID,EmailAddress\n${before?.CustomerID},new.address@example.com\n`);
-    const status = await runToEnd(pipeline, file);
+    const status = await runToEnd(pipeline, file, { sendEmptyPasswords: true });
     expect(status.counts.updated).toBe(1);
     const after = pipeline.sandbox.store.customers().find((c) => c.CustomerID === before?.CustomerID);
     expect(after).toEqual({ ...before, EmailAddress: 'new.address@example.com' });

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse } from 'csv-parse/sync';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { RowStatus } from '../../src/outcomes.js';
+import { ROW_STATUSES, type RowStatus } from '../../src/outcomes.js';
 import { stringify } from 'csv-stringify/sync';
 import {
   RESULT_COLUMNS,
@@ -28,7 +28,7 @@ afterEach(async () => {
 });
 
 function summaryOf(rows: readonly ResultRow[], overrides: Partial<ImportSummary> = {}): ImportSummary {
-  const counts: Record<RowStatus, number> = { created: 0, updated: 0, 'signed-up': 0, reconciled: 0, invalid: 0, failed: 0, 'needs-review': 0 };
+  const counts = Object.fromEntries(ROW_STATUSES.map((s) => [s, 0])) as Record<RowStatus, number>;
   for (const row of rows) counts[row.status] += 1;
   return {
     importId: 'imp-1',

@@ -1,0 +1,57 @@
+/**
+ * Who a row is about, as keys that compare equal when two texts mean the same
+ * person or record. Pure: used by the producer (the same person twice in one
+ * file), the customer index in Redis (the service's customers by key) and the
+ * workers (a create whose person already exists).
+ *
+ * - An **identity** is first name, last name and email together: two rows, or
+ *   a row and a customer, with the same identity are the same person.
+ * - A **field key** is one customer field's value (the `--match` field of an
+ *   upsert, a CustomerID, a PaymentMethodKey).
+ *
+ * Normalising: Unicode NFC (an `é` typed as one code point or as `e` plus an
+ * accent is the same letter), invisible characters dropped (zero-width
+ * spaces, soft hyphens, byte-order marks, directional marks: spreadsheets and
+ * web forms leave them behind), no-break spaces read as spaces, runs of
+ * spaces as one, trimmed, lower-cased. Emails lose every space.
+ */
+import { createHash } from 'node:crypto';
+
+/** Zero-width and directional characters, the BOM and the soft hyphen: never part of a name or an address. */
+const INVISIBLE = /[\u00AD\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/g;
+const SPACES = /[\s\u00A0\u2007\u202F]+/g;
+
+/** A name or any text field as compared: NFC, invisible characters dropped, spaces collapsed, trimmed, lower-case. */
+export function normalizeText(value: string): string {
+  return value.normalize('NFC').replace(INVISIBLE, '').replace(SPACES, ' ').trim().toLowerCase();
+}
+
+/** An email address as compared: as text, without any space. */
+export function normalizeEmail(value: string): string {
+  return normalizeText(value).replace(/ /g, '');
+}
+
+/** The three fields that say who a customer is. */
+export interface Person {
+  FirstName: string;
+  LastName: string;
+  EmailAddress: string;
+}
+
+/** The identity key of a person (first name, last name, email): equal for the same person however written. */
+export function identityKey(person: Person): string {
+  return `i\u0000${normalizeText(person.FirstName)}\u0000${normalizeText(person.LastName)}\u0000${normalizeEmail(person.EmailAddress)}`;
+}
+
+/** The key of one field's value; emails are compared as emails. */
+export function fieldKey(field: string, value: string): string {
+  return `f\u0000${field}\u0000${field === 'EmailAddress' ? normalizeEmail(value) : normalizeText(value)}`;
+}
+
+/** Bytes of a key's digest: 64 bits, so a million keys collide with a chance of about 3 in 100 million. */
+export const DIGEST_BYTES = 8;
+
+/** A key's digest: the first 8 bytes of its SHA-256. Stable across processes and machines. */
+export function digestOf(key: string): Buffer {
+  return createHash('sha256').update(key).digest().subarray(0, DIGEST_BYTES);
+}
