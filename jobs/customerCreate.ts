@@ -1,4 +1,5 @@
 import { buildCustomerInput } from '../src/csv/rows.js';
+import { createdBy, guardCreate } from './guard.js';
 import { findCreated, reconciliation } from './reconcile.js';
 import type { ReadBack, RowProcessor } from './types.js';
 
@@ -7,12 +8,12 @@ export const readBackCustomer: ReadBack = async (ctx) => reconciliation(await fi
 
 /** `customer.create`: POST /json/customers, reconciling first when an earlier attempt may have applied. */
 export const customerCreate: RowProcessor = async (ctx) => {
-  if (ctx.previous === 'sent') {
-    const verdict = await readBackCustomer(ctx);
-    if (verdict) return verdict;
-  }
+  const body = buildCustomerInput(ctx.plan, ctx.cells);
+  const verdict = ctx.previous === 'sent' ? await readBackCustomer(ctx) : await guardCreate(ctx, body);
+  if (verdict) return verdict;
   // Marked before the request leaves: a crash after this line reconciles instead of re-creating.
   await ctx.markSent();
-  const { CustomerID } = await ctx.api.createCustomer(buildCustomerInput(ctx.plan, ctx.cells));
+  const { CustomerID } = await ctx.api.createCustomer(body);
+  await createdBy(ctx, CustomerID, body);
   return { status: 'created', customerId: CustomerID };
 };

@@ -2,6 +2,7 @@ import type { Customer } from '../src/api/schemas/index.js';
 import { buildCustomerInput } from '../src/csv/rows.js';
 import { searchAll } from './reconcile.js';
 import { overlayAndPut } from './customerUpdate.js';
+import { createdBy, guardCreate } from './guard.js';
 import type { ReadBack, RowContext, RowProcessor } from './types.js';
 
 /** The customers whose match field equals the row's, found by last name. */
@@ -49,7 +50,12 @@ export const customerUpsert: RowProcessor = async (ctx) => {
     return { status: 'needs-review', candidates: matches.map((c) => c.CustomerID), note: `${matches.length} customers match ${field}; not updated` };
   }
   if (existing) return overlayAndPut(ctx, existing);
+  const body = buildCustomerInput(ctx.plan, ctx.cells);
+  // Nothing matched the field; the person may still exist under another value of it.
+  const held = ctx.previous === 'sent' ? undefined : await guardCreate(ctx, body);
+  if (held) return held;
   await ctx.markSent();
-  const { CustomerID } = await ctx.api.createCustomer(buildCustomerInput(ctx.plan, ctx.cells));
+  const { CustomerID } = await ctx.api.createCustomer(body);
+  await createdBy(ctx, CustomerID, body);
   return { status: 'created', customerId: CustomerID };
 };

@@ -1,4 +1,5 @@
 import { buildSignupRequest } from '../src/csv/rows.js';
+import { createdBy, guardCreate } from './guard.js';
 import { findCreated, reconciliation } from './reconcile.js';
 import type { ReadBack, RowProcessor } from './types.js';
 
@@ -20,11 +21,11 @@ export const readBackSignup: ReadBack = async (ctx) => {
  * an earlier attempt may have applied.
  */
 export const signup: RowProcessor = async (ctx) => {
-  if (ctx.previous === 'sent') {
-    const verdict = await readBackSignup(ctx);
-    if (verdict) return verdict;
-  }
+  const body = buildSignupRequest(ctx.plan, ctx.cells, ctx.options);
+  const verdict = ctx.previous === 'sent' ? await readBackSignup(ctx) : await guardCreate(ctx, body.Customer);
+  if (verdict) return verdict;
   await ctx.markSent();
-  const { CustomerID, SubscriptionID } = await ctx.api.signUp(buildSignupRequest(ctx.plan, ctx.cells, ctx.options));
+  const { CustomerID, SubscriptionID } = await ctx.api.signUp(body);
+  await createdBy(ctx, CustomerID, body.Customer);
   return { status: 'signed-up', customerId: CustomerID, subscriptionId: SubscriptionID };
 };

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { ApiClient } from '../src/api/client.js';
 import type { ColumnPlan } from '../src/csv/columns.js';
 import type { RowOptions } from '../src/csv/rows.js';
+import type { CustomerGuard } from '../src/customers/guard.js';
 import type { RowStatus } from '../src/outcomes.js';
 
 /**
@@ -29,6 +30,8 @@ export interface RowContext {
   markSent(): Promise<void>;
   /** Records which customers matched before the first attempt (upsert). */
   recordPreexisting(customerIds: readonly string[]): Promise<void>;
+  /** The duplicate guard of creates; undefined when the import allows duplicates. */
+  guard: CustomerGuard | undefined;
   log: Logger;
 }
 

@@ -12,6 +12,8 @@ import { checkRedis, createRedis } from './queue/redis.js';
 import { startRowWorker } from './queue/rowWorker.js';
 import { checkContinuity, importJournal, type ImportJournal } from './store/continuity.js';
 import { createImportStore, type ImportStore } from './store/importStore.js';
+import { createCustomerIndex, type CustomerIndex } from './customers/customerIndex.js';
+import { createCustomerGuard } from './customers/guard.js';
 
 /**
  * The long-lived things one subsync process holds, assembled from the
@@ -23,6 +25,8 @@ export interface Runtime {
   logger: Logger;
   redis: RedisClient;
   store: ImportStore;
+  /** What subsync knows of the service's customers (src/customers/). */
+  customers: CustomerIndex;
   queues: Queues;
   keyring: CardKeyring | undefined;
   /** The data dir's record of the imports started here (see checkContinuity). */
@@ -53,6 +57,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
     logger,
     redis,
     store,
+    customers: createCustomerIndex(storeRedis, config.queuePrefix),
     queues,
     keyring: keyringOf(config),
     journal: importJournal(config.dataDir),
@@ -117,6 +122,11 @@ export function startWorkers(
     logger: runtime.logger,
     backoff: options.backoff,
     lockMs: runtime.config.jobLockMs,
+    guard: createCustomerGuard({
+      index: runtime.customers,
+      store: runtime.store,
+      refresh: { api, budget, index: runtime.customers, redis: runtime.redis, prefix: runtime.config.queuePrefix },
+    }),
   });
   const control =
     options.control === false

@@ -12,6 +12,7 @@ import { JOB_LOCK_MS } from '../policy.js';
 import { SUCCESS_STATUSES, type ImportKind, type JobName } from '../outcomes.js';
 import { observeRetry, observeRowSettled } from '../metrics.js';
 import { NO_FIGURES, isSettled, type ImportRecord, type ImportStore, type LedgerEntry, type RunFigures } from '../store/importStore.js';
+import type { CustomerGuard } from '../customers/guard.js';
 import type { ApiBudget } from './budget.js';
 import { coalesce, Slots } from './coalesce.js';
 import { countedApi, type CallFigures } from './figures.js';
@@ -47,6 +48,8 @@ export interface RowWorkerOptions {
   backoff?: BackoffBounds;
   /** The job lock (SUBSYNC_JOB_LOCK_MS); a dead worker's jobs are taken over after it. Default JOB_LOCK_MS. */
   lockMs?: number;
+  /** The duplicate guard of creates (imports without `--allow-duplicates`). */
+  guard?: CustomerGuard;
 }
 
 /** The column plan of an import, rebuilt from its record (the producer validated it). */
@@ -152,8 +155,10 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     // A plain create marks itself `sent` while it is next but a few in line for a slot, so the
     // request leaves when the slot frees (markSent then waits for that write to be in Redis).
     let premarked: Promise<boolean> | undefined;
+    const guard = known.record.options.allowDuplicates ? undefined : options.guard;
+    // (Not while a guard runs first: a row it settles as `exists` must not have looked sent.)
     const premark =
-      PREMARKED.has(run.name) && stored.s === 'pending'
+      PREMARKED.has(run.name) && stored.s === 'pending' && guard === undefined
         ? () => {
             premarked = write({ ...entry, s: 'sent' });
             // A failed write is told by markSent, which awaits it; until then it is not unhandled.
@@ -176,6 +181,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       recordPreexisting: async (ids) => {
         await write({ ...entry, pre: [...ids] });
       },
+      guard,
       get log() {
         return run.log();
       },

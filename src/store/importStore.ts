@@ -308,6 +308,11 @@ export function createImportStore(redis: RedisClient, prefix: string) {
     settleRows,
     updateUnsettledRows,
 
+    /** Rows with a ledger entry so far (all of them once the import is enqueued). */
+    async rowCount(importId: string): Promise<number> {
+      return redis.hlen(keys.ledger(importId));
+    },
+
     async getRow(importId: string, row: number): Promise<LedgerEntry | undefined> {
       const text = await redis.hget(keys.ledger(importId), String(row));
       return text === null ? undefined : LedgerEntrySchema.parse(JSON.parse(text));

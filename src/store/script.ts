@@ -7,7 +7,7 @@ import type { RedisClient } from '../queue/redis.js';
  * Redis (new, restarted or flushed) answers NOSCRIPT.
  */
 export interface LuaScript {
-  run(redis: RedisClient, keys: readonly string[], args: readonly string[]): Promise<unknown>;
+  run(redis: RedisClient, keys: readonly string[], args: ReadonlyArray<string | Buffer>): Promise<unknown>;
 }
 
 export function luaScript(lua: string): LuaScript {

@@ -143,3 +143,64 @@ describe('an update whose record already holds the row', () => {
     expect(rows[0]).toMatchObject({ _status: 'unchanged', _customerId: first?.CustomerID });
   });
 });
+
+describe('a create whose person the service already holds', () => {
+  const list = ['FirstName,LastName,EmailAddress,City', 'Lena,Listed,lena@example.com,Oslo', 'Mo,Listed,mo@example.com,Bergen', 'Nia,Listed,nia@example.com,Tromsø'];
+
+  it('a list dropped twice, the second time with its columns in another order, creates nobody twice', async () => {
+    pipeline = await startPipeline();
+    const first = await run(pipeline, { file: await pipeline.file('list.csv', list.join('\n')) });
+    expect(first.counts.created).toBe(3);
+    pipeline.sandbox.resetStats();
+    const reordered = ['City,EmailAddress,LastName,FirstName', ...list.slice(1).map((line) => line.split(',').reverse().join(','))];
+    const second = await run(pipeline, { file: await pipeline.file('list-again.csv', reordered.join('\n')) });
+    expect(second.counts).toMatchObject({ exists: 3, created: 0 });
+    expect(second.allSucceeded).toBe(true);
+    expect(pipeline.sandbox.store.customers().filter((c) => c.LastName === 'Listed')).toHaveLength(3);
+    expect(pipeline.sandbox.stats().byEndpoint.createCustomer).toBeUndefined();
+    const rows = await results(second);
+    const lena = pipeline.sandbox.store.customers().find((c) => c.FirstName === 'Lena');
+    expect(rows[0]).toMatchObject({ _status: 'exists', _customerId: lena?.CustomerID });
+    expect(rows[0]?._error).toMatch(/already holds this person .* as customer \d+; not created again \(--allow-duplicates creates it\)/);
+  });
+
+  it('a stale index (customers created elsewhere since it was built) still creates nobody twice', async () => {
+    pipeline = await startPipeline();
+    // The index is built by a first import's guard; then the same people are created behind subsync's back.
+    await run(pipeline, { file: await pipeline.file('other.csv', 'FirstName,LastName\nOla,Other\n') });
+    expect(await pipeline.runtime.customers.meta()).toBeDefined();
+    for (const line of list.slice(1, 3)) {
+      const [FirstName = '', LastName = '', EmailAddress = '', City = ''] = line.split(',');
+      pipeline.sandbox.store.createCustomer({ ...(pipeline.sandbox.store.customers()[0] ?? ({} as never)), FirstName, LastName, EmailAddress, City, Password: '' });
+    }
+    // Old enough that the guard reads the end of the listing again.
+    await pipeline.runtime.redis.hset(`${pipeline.prefix}:cix`, 'refreshedAt', String(Date.now() - 60_000));
+    const status = await run(pipeline, { file: await pipeline.file('list.csv', list.join('\n')) });
+    expect(status.counts).toMatchObject({ exists: 2, created: 1 });
+    expect(pipeline.sandbox.store.customers().filter((c) => c.LastName === 'Listed')).toHaveLength(3);
+  });
+
+  it('two imports of the same people at the same time create each once', async () => {
+    pipeline = await startPipeline();
+    const lines = ['FirstName,LastName,EmailAddress'];
+    for (let i = 0; i < 60; i++) lines.push(`Twin${i},Race,twin${i}@example.com`);
+    const a = await pipeline.file('a.csv', lines.join('\n'));
+    const b = await pipeline.file('b.csv', `${lines.join('\n')}\n`);
+    const [first, second] = await Promise.all([run(pipeline, { file: a }), run(pipeline, { file: b })]);
+    expect((first.counts.created ?? 0) + (second.counts.created ?? 0)).toBe(60);
+    expect((first.counts.exists ?? 0) + (second.counts.exists ?? 0)).toBe(60);
+    expect(pipeline.sandbox.store.customers().filter((c) => c.LastName === 'Race')).toHaveLength(60);
+  });
+
+  it('sign-ups are guarded the same way, and --allow-duplicates creates the person again', async () => {
+    pipeline = await startPipeline();
+    const seeded = pipeline.sandbox.store.customers()[0];
+    const header = 'Customer.FirstName,Customer.LastName,Customer.EmailAddress,CreditCardInfo.AccountNumber,CreditCardInfo.ExpirationDate,Subscription.OfferCode';
+    const file = await pipeline.file('signup.csv', `${header}\n${seeded?.FirstName},${seeded?.LastName},${seeded?.EmailAddress},4111111111111111,1230,STREAM-PLUS\n`);
+    const guarded = await run(pipeline, { file });
+    expect(guarded.counts).toMatchObject({ exists: 1 });
+    expect(pipeline.sandbox.store.subscriptions()).toHaveLength(0);
+    const allowed = await run(pipeline, { file, force: true, allowDuplicates: true });
+    expect(allowed.counts).toMatchObject({ 'signed-up': 1 });
+  });
+});

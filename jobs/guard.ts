@@ -1,0 +1,64 @@
+import type { Customer, CustomerInput } from '../src/api/schemas/index.js';
+import type { Person } from '../src/customers/identity.js';
+import type { RowContext, RowOutcome } from './types.js';
+
+/**
+ * Thrown while another import's row is creating the same person: this row
+ * goes back to wait (a transient failure, retried with backoff), and sends
+ * nothing meanwhile.
+ */
+export class SamePersonRunningError extends Error {
+  constructor(by: string) {
+    super(`row ${rowOf(by)} of import ${importOf(by)} is creating the same person; this row waits for its outcome`);
+    this.name = 'SamePersonRunningError';
+  }
+}
+
+const importOf = (claimant: string): string => claimant.slice(0, claimant.lastIndexOf(':'));
+const rowOf = (claimant: string): string => claimant.slice(claimant.lastIndexOf(':') + 1);
+
+/** The claimant name of a row in the guard's claims. */
+export const claimantOf = (ctx: Pick<RowContext, 'importId' | 'row'>): string => `${ctx.importId}:${ctx.row}`;
+
+/**
+ * Before a create: the outcome of a row whose person already exists (or is
+ * being created by another import's row), or undefined when it may be sent.
+ */
+export async function guardCreate(ctx: RowContext, person: Person): Promise<RowOutcome | undefined> {
+  const { guard } = ctx;
+  if (!guard) return undefined;
+  const claim = await guard.claim(person, claimantOf(ctx));
+  switch (claim.kind) {
+    case 'created':
+      return {
+        status: 'exists',
+        customerId: claim.customerId,
+        note: `row ${rowOf(claim.by)} of import ${importOf(claim.by)} already holds this person (first name, last name and email) as customer ${claim.customerId}; not created again (--allow-duplicates creates it)`,
+      };
+    case 'running':
+      throw new SamePersonRunningError(claim.by);
+    case 'uncertain':
+      return {
+        status: 'needs-review',
+        candidates: claim.candidates,
+        note: `row ${rowOf(claim.by)} of import ${importOf(claim.by)}, about the same person, may have created them (it needs review); not sent`,
+      };
+    case 'mine':
+      break;
+  }
+  const holders = await guard.holders(person, ctx.api, ctx.importId);
+  const [first] = holders;
+  if (first === undefined) return undefined;
+  return {
+    status: 'exists',
+    customerId: first,
+    ...(holders.length > 1 ? { candidates: holders } : {}),
+    note: `the service already holds this person (first name, last name and email) as customer ${holders.join(', ')}; not created again (--allow-duplicates creates it)`,
+  };
+}
+
+/** After a create: the guard learns the new customer. */
+export async function createdBy(ctx: RowContext, customerId: string, body: CustomerInput | Omit<CustomerInput, 'Password'>): Promise<void> {
+  const customer: Customer = { ...body, Password: '', CustomerID: customerId, CollectionMethod: '' };
+  await ctx.guard?.created(customer, body, claimantOf(ctx));
+}

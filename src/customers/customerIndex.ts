@@ -1,0 +1,317 @@
+/**
+ * What subsync knows of the service's customers, kept in Redis under the
+ * queue prefix: keys (see identity.ts) → CustomerIDs.
+ *
+ * It is an accelerator, never the source of truth: a key it holds says "at
+ * the time of the index, this customer carried this key", and a key it lacks
+ * says "no customer carried it" only while the index is current (meta
+ * `refreshedAt`, kept current by a delta read of the service's newest
+ * customers: refresh.ts). A stale or missing index costs requests (a search,
+ * a read), never a duplicate.
+ *
+ * Layout, for at most 64 bytes of Redis per customer at a million:
+ * - `<prefix>:cix` (hash): the meta below, and `nextGen`;
+ * - `<prefix>:cix:<gen>:<kind>:<bucket>` (hashes): the 8-byte digest of a key
+ *   → its CustomerIDs, comma-separated. `kind` is `i` (identity) or a field
+ *   name. Buckets are sized for about 50 entries each, so each stays a small
+ *   listpack in Redis (a few bytes of overhead an entry, where one key per
+ *   customer would cost about 70);
+ * - a full refresh writes a new generation and switches to it at the end, so
+ *   readers never see a half-built index; the old one is then deleted.
+ * - `<prefix>:cix:claims` (hash): identity digest → `importId:row` of a row
+ *   whose create is under way, so two imports of one person never both send
+ *   (see claimIdentity).
+ */
+import type { RedisClient } from '../queue/redis.js';
+import { luaScript } from '../store/script.js';
+import type { Customer } from '../api/schemas/index.js';
+import { digestOf, fieldKey, identityKey } from './identity.js';
+
+/** What kind of key an index lookup is for: `i`dentity, or a field's value. */
+export type KeyKind = 'i' | string;
+
+/** Average entries per bucket the index is sized for: well under Redis's 128-entry listpack limit for hashes. */
+const ENTRIES_PER_BUCKET = 50;
+/** Room left for the customers created after a full build, before the next one resizes. */
+const GROWTH_ROOM = 1.25;
+/** Fields indexed beside the identity unless an import asks for more. */
+export const DEFAULT_INDEXED_FIELDS: readonly string[] = ['EmailAddress'];
+
+export interface IndexMeta {
+  gen: number;
+  buckets: number;
+  /** Fields indexed beside the identity. */
+  fields: string[];
+  /** When the full listing that built this generation began (ms). */
+  builtAt: number;
+  /** The last time the index was known to hold every customer of the service (ms). */
+  refreshedAt: number;
+  /** TotalItemCount of the full listing when the index was last made current. */
+  total: number;
+  /** The CustomerID last in the listing then: a delta read starts by checking it is still there. */
+  lastId: string;
+  /** Customers indexed. */
+  count: number;
+  /**
+   * The listing was seen in ascending CustomerID order, so new customers come
+   * at its end and a delta read from `total - 1` finds them all. Without it
+   * only a full refresh makes the index current.
+   */
+  appendOnly: boolean;
+  /** Full refreshes and deltas run, for `index status`. */
+  deltas: number;
+}
+
+/** A generation being written by a full refresh; switched in by `commit`. */
+export interface IndexBuild {
+  gen: number;
+  buckets: number;
+  fields: string[];
+}
+
+// KEYS: one bucket per entry. ARGV: (digest, CustomerID) per KEYS entry.
+// Adds the CustomerID to the key's list unless it is there.
+const ADD_SCRIPT = `
+for i = 1, #KEYS do
+  local field, id = ARGV[2 * i - 1], ARGV[2 * i]
+  local current = redis.call('HGET', KEYS[i], field)
+  if not current then
+    redis.call('HSET', KEYS[i], field, id)
+  elseif not string.find(',' .. current .. ',', ',' .. id .. ',', 1, true) then
+    redis.call('HSET', KEYS[i], field, current .. ',' .. id)
+  end
+end
+return #KEYS
+`;
+
+// KEYS: one bucket per entry. ARGV: (digest, CustomerID) per KEYS entry. Takes the CustomerID off the key's list.
+const REMOVE_SCRIPT = `
+for i = 1, #KEYS do
+  local field, id = ARGV[2 * i - 1], ARGV[2 * i]
+  local current = redis.call('HGET', KEYS[i], field)
+  if current then
+    local kept = {}
+    for each in string.gmatch(current, '[^,]+') do
+      if each ~= id then kept[#kept + 1] = each end
+    end
+    if #kept == 0 then redis.call('HDEL', KEYS[i], field) else redis.call('HSET', KEYS[i], field, table.concat(kept, ',')) end
+  end
+end
+return #KEYS
+`;
+
+// Claims an identity for a row about to create it. KEYS: claims. ARGV: digest, claimant.
+// Returns the claimant holding it (this one when the claim is new or its own).
+const CLAIM_SCRIPT = `
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if current then return current end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return ARGV[2]
+`;
+
+// Releases a claim if this claimant holds it. KEYS: claims. ARGV: digest, claimant.
+const RELEASE_SCRIPT = `
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0
+`;
+
+const addScript = luaScript(ADD_SCRIPT);
+const removeScript = luaScript(REMOVE_SCRIPT);
+const claimScript = luaScript(CLAIM_SCRIPT);
+const releaseScript = luaScript(RELEASE_SCRIPT);
+
+/** The keys a customer carries in an index with these fields. */
+function keysOf(customer: Pick<Customer, 'FirstName' | 'LastName' | 'EmailAddress'> & Record<string, unknown>, fields: readonly string[]): Array<{ kind: KeyKind; digest: Buffer }> {
+  const keys = [{ kind: 'i', digest: digestOf(identityKey(customer)) }];
+  for (const field of fields) {
+    const value = customer[field];
+    if (typeof value === 'string' && value.trim() !== '') keys.push({ kind: field, digest: digestOf(fieldKey(field, value)) });
+  }
+  return keys;
+}
+
+/** Buckets for an index expected to hold `customers`. */
+export function bucketsFor(customers: number): number {
+  return Math.max(16, Math.ceil((customers * GROWTH_ROOM) / ENTRIES_PER_BUCKET));
+}
+
+export type CustomerIndex = ReturnType<typeof createCustomerIndex>;
+
+export function createCustomerIndex(redis: RedisClient, prefix: string) {
+  const metaKey = `${prefix}:cix`;
+  const claimsKey = `${prefix}:cix:claims`;
+  const bucketKey = (gen: number, buckets: number, kind: KeyKind, digest: Buffer): string => `${prefix}:cix:${gen}:${kind}:${digest.readUInt32BE(0) % buckets}`;
+
+  async function write(script: typeof addScript, target: { gen: number; buckets: number; fields: readonly string[] }, customers: ReadonlyArray<Parameters<typeof keysOf>[0] & { CustomerID: string }>): Promise<void> {
+    const keys: string[] = [];
+    const args: Array<Buffer | string> = [];
+    for (const customer of customers) {
+      for (const { kind, digest } of keysOf(customer, target.fields)) {
+        keys.push(bucketKey(target.gen, target.buckets, kind, digest));
+        args.push(digest, customer.CustomerID);
+      }
+    }
+    if (keys.length > 0) await script.run(redis, keys, args);
+  }
+
+  async function meta(): Promise<IndexMeta | undefined> {
+    const hash = await redis.hgetall(metaKey);
+    if (hash.gen === undefined) return undefined;
+    const n = (field: string): number => Number(hash[field] ?? 0);
+    return {
+      gen: n('gen'),
+      buckets: n('buckets'),
+      fields: parseFields(hash.fields),
+      builtAt: n('builtAt'),
+      refreshedAt: n('refreshedAt'),
+      total: n('total'),
+      lastId: hash.lastId ?? '',
+      count: n('count'),
+      appendOnly: hash.appendOnly === '1',
+      deltas: n('deltas'),
+    };
+  }
+
+  return {
+    meta,
+
+    /** Starts a new generation sized for `expected` customers, indexing `fields` beside the identity. */
+    async beginBuild(expected: number, fields: readonly string[]): Promise<IndexBuild> {
+      const gen = await redis.hincrby(metaKey, 'nextGen', 1);
+      return { gen, buckets: bucketsFor(expected), fields: [...new Set(fields)] };
+    },
+
+    /** Writes customers read by a full refresh into its generation. */
+    async addToBuild(build: IndexBuild, customers: readonly Customer[]): Promise<void> {
+      await write(addScript, build, customers);
+    },
+
+    /**
+     * Switches readers to a finished build, then deletes the generation it
+     * replaces. `state` is what the listing showed.
+     */
+    async commit(build: IndexBuild, state: Pick<IndexMeta, 'builtAt' | 'refreshedAt' | 'total' | 'lastId' | 'count' | 'appendOnly'>): Promise<void> {
+      const previous = await meta();
+      await redis.hset(metaKey, {
+        gen: String(build.gen),
+        buckets: String(build.buckets),
+        fields: JSON.stringify(build.fields),
+        builtAt: String(state.builtAt),
+        refreshedAt: String(state.refreshedAt),
+        total: String(state.total),
+        lastId: state.lastId,
+        count: String(state.count),
+        appendOnly: state.appendOnly ? '1' : '0',
+        deltas: '0',
+      });
+      if (previous && previous.gen !== build.gen) await dropGeneration(redis, prefix, previous);
+    },
+
+    /** Abandons a build (its listing failed): its keys go. */
+    async abandon(build: IndexBuild): Promise<void> {
+      await dropGeneration(redis, prefix, build);
+    },
+
+    /**
+     * Records customers met since the index was made current: by a delta
+     * read (then `state` moves the index's end), or created or read by
+     * subsync itself (no state: the end of the listing is not known).
+     */
+    async remember(customers: readonly Customer[], state?: Pick<IndexMeta, 'refreshedAt' | 'total' | 'lastId'>): Promise<void> {
+      const current = await meta();
+      if (!current) return;
+      await write(addScript, current, customers);
+      if (!state) return;
+      await redis
+        .multi()
+        .hset(metaKey, { refreshedAt: String(state.refreshedAt), total: String(state.total), lastId: state.lastId })
+        .hincrby(metaKey, 'count', customers.length)
+        .hincrby(metaKey, 'deltas', 1)
+        .exec();
+    },
+
+    /** Moves a customer's keys after subsync changed it (an update of names or email). */
+    async replace(before: Customer, after: Customer): Promise<void> {
+      const current = await meta();
+      if (!current) return;
+      await write(removeScript, current, [before]);
+      await write(addScript, current, [after]);
+    },
+
+    /** Marks the index as behind: only a full refresh makes it current again (the listing did not grow at its end). */
+    async markStale(): Promise<void> {
+      await redis.hset(metaKey, { refreshedAt: '0' });
+    },
+
+    /** The CustomerIDs under each key (empty when none), in order. */
+    async lookup(current: IndexMeta, kind: KeyKind, keys: readonly string[]): Promise<string[][]> {
+      if (keys.length === 0) return [];
+      const digests = keys.map(digestOf);
+      const pipeline = redis.pipeline();
+      for (const digest of digests) pipeline.hgetBuffer(bucketKey(current.gen, current.buckets, kind, digest), digest);
+      const replies = (await pipeline.exec()) ?? [];
+      return replies.map(([error, value]) => {
+        if (error) throw error;
+        return Buffer.isBuffer(value) ? value.toString('latin1').split(',') : [];
+      });
+    },
+
+    /**
+     * Claims an identity for a row whose create is about to be sent; returns
+     * the claimant that holds it (`claimant` itself when the claim is this
+     * row's). Released once the row settles.
+     */
+    async claimIdentity(key: string, claimant: string): Promise<string> {
+      const reply = await claimScript.run(redis, [claimsKey], [digestOf(key), claimant]);
+      return typeof reply === 'string' ? reply : Buffer.isBuffer(reply) ? reply.toString() : String(reply);
+    },
+
+    async releaseIdentity(key: string, claimant: string): Promise<void> {
+      await releaseScript.run(redis, [claimsKey], [digestOf(key), claimant]);
+    },
+
+    /** Hands a claim over to `claimant` (its holder's row ended without creating the person). */
+    async takeOverIdentity(key: string, claimant: string): Promise<void> {
+      await redis.hset(claimsKey, digestOf(key), claimant);
+    },
+
+    /** Bytes of Redis the current generation takes (MEMORY USAGE of each bucket), and its keys. */
+    async memory(): Promise<{ bytes: number; keys: number } | undefined> {
+      const current = await meta();
+      if (!current) return undefined;
+      let bytes = 0;
+      let keys = 0;
+      for (const kind of ['i', ...current.fields]) {
+        for (let first = 0; first < current.buckets; first += 1000) {
+          const pipeline = redis.pipeline();
+          for (let b = first; b < Math.min(current.buckets, first + 1000); b++) pipeline.call('MEMORY', 'USAGE', `${prefix}:cix:${current.gen}:${kind}:${b}`, 'SAMPLES', '0');
+          for (const [error, value] of (await pipeline.exec()) ?? []) {
+            if (error || typeof value !== 'number') continue;
+            bytes += value;
+            keys++;
+          }
+        }
+      }
+      return { bytes, keys };
+    },
+  };
+}
+
+function parseFields(text: string | undefined): string[] {
+  try {
+    const parsed: unknown = JSON.parse(text ?? '[]');
+    return Array.isArray(parsed) ? parsed.filter((f): f is string => typeof f === 'string') : [...DEFAULT_INDEXED_FIELDS];
+  } catch {
+    return [...DEFAULT_INDEXED_FIELDS];
+  }
+}
+
+async function dropGeneration(redis: RedisClient, prefix: string, target: { gen: number; buckets: number; fields: readonly string[] }): Promise<void> {
+  for (const kind of ['i', ...target.fields]) {
+    for (let first = 0; first < target.buckets; first += 500) {
+      const keys = Array.from({ length: Math.min(500, target.buckets - first) }, (_, i) => `${prefix}:cix:${target.gen}:${kind}:${first + i}`);
+      // On a Redis Cluster a multi-key UNLINK must stay in one slot: the hash-tagged prefix gives that.
+      await redis.unlink(...keys);
+    }
+  }
+}

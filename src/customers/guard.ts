@@ -1,0 +1,113 @@
+/**
+ * The duplicate guard of a create (a customer without CustomerID, a sign-up,
+ * the create of an upsert): before a row sends a create, it makes sure the
+ * service does not hold its person already, and that no other row of any
+ * import is creating the same person at that moment.
+ *
+ * 1. **A claim** on the person's identity in Redis, taken by the row; a
+ *    second row (of another import: rows of one file are kept apart by the
+ *    producer) that finds it held waits while the holder runs, settles
+ *    `exists` when the holder created the person, and takes the claim over
+ *    when the holder ended without creating.
+ * 2. **The service's customers**: the index when it is current (a delta read
+ *    of the newest customers keeps it so, at about one request for all rows
+ *    that need it), else a search by the row's last name.
+ */
+import type { ApiClient } from '../api/client.js';
+import type { Customer } from '../api/schemas/index.js';
+import { SEARCH_PAGE_SIZE } from '../policy.js';
+import type { ImportStore, LedgerEntry } from '../store/importStore.js';
+import type { CustomerIndex } from './customerIndex.js';
+import { identityKey, normalizeText, type Person } from './identity.js';
+import type { IndexMeta } from './customerIndex.js';
+import { buildIfCheaper, currentIndex, type RefreshDeps } from './refresh.js';
+
+/** How old the index may be for a create to trust that a person is absent: a delta read is cheap, but not free. */
+export const INDEX_FRESH_MS = 30_000;
+
+/** What a claim check found: the claim is this row's, or another row's with what that row became. */
+export type ClaimState =
+  | { kind: 'mine' }
+  | { kind: 'created'; customerId: string; by: string }
+  | { kind: 'running'; by: string }
+  | { kind: 'uncertain'; by: string; candidates: string[] };
+
+export interface CustomerGuard {
+  /** Claims the person for `claimant` (`importId:row`), or says who holds it and what that row became. */
+  claim(person: Person, claimant: string): Promise<ClaimState>;
+  /**
+   * The CustomerIDs of the service's customers with this identity now.
+   * `rows` is how many rows of the import may ask the same (the index is
+   * built for them when that is cheaper than a search each).
+   */
+  holders(person: Person, api: Pick<ApiClient, 'searchCustomers'>, importId: string): Promise<string[]>;
+  /** After a create: the index learns the customer, and the claim goes (the index answers for it now). */
+  created(customer: Customer, person: Person, claimant: string): Promise<void>;
+}
+
+const same = (person: Person, customer: Customer): boolean => identityKey(person) === identityKey(customer);
+
+export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportStore; refresh: RefreshDeps; now?: () => number }): CustomerGuard {
+  const now = deps.now ?? Date.now;
+
+  async function claimantEntry(claimant: string): Promise<LedgerEntry | undefined> {
+    const split = claimant.lastIndexOf(':');
+    const row = Number(claimant.slice(split + 1));
+    return Number.isInteger(row) ? deps.store.getRow(claimant.slice(0, split), row) : undefined;
+  }
+
+  // Per import, once per process: whether building the index beats searching for its rows.
+  const decisions = new Map<string, Promise<IndexMeta | undefined>>();
+  async function decideBuild(importId: string): Promise<IndexMeta | undefined> {
+    let decision = decisions.get(importId);
+    if (!decision) {
+      decision = deps.store.rowCount(importId).then((rows) => buildIfCheaper(deps.refresh, rows));
+      decisions.set(importId, decision);
+      // A failed build is decided again by the next row.
+      decision.catch(() => decisions.delete(importId));
+    }
+    const meta = await decision;
+    return meta && (await currentIndex(deps.refresh, now() - INDEX_FRESH_MS));
+  }
+
+  return {
+    async claim(person, claimant) {
+      const key = identityKey(person);
+      for (;;) {
+        const holder = await deps.index.claimIdentity(key, claimant);
+        if (holder === claimant) return { kind: 'mine' };
+        const entry = await claimantEntry(holder);
+        if (entry?.cid && (entry.s === 'created' || entry.s === 'signed-up' || entry.s === 'reconciled' || entry.s === 'exists')) {
+          return { kind: 'created', customerId: entry.cid, by: holder };
+        }
+        if (entry && (entry.s === 'pending' || entry.s === 'sent')) return { kind: 'running', by: holder };
+        if (entry?.s === 'needs-review') return { kind: 'uncertain', by: holder, candidates: entry.cand ?? [] };
+        // The holder ended without creating (failed, invalid, …) or its import is gone: the claim is this row's now.
+        await deps.index.takeOverIdentity(key, claimant);
+      }
+    },
+
+    async holders(person, api, importId) {
+      const meta = (await currentIndex(deps.refresh, now() - INDEX_FRESH_MS)) ?? (await decideBuild(importId));
+      if (meta) {
+        const [ids = []] = await deps.index.lookup(meta, 'i', [identityKey(person)]);
+        return ids;
+      }
+      // No current index: the service itself, by the more telling of the two names.
+      const text = normalizeText(person.LastName).length >= normalizeText(person.FirstName).length ? person.LastName : person.FirstName;
+      const found: string[] = [];
+      for (let skip = 0; ; skip += SEARCH_PAGE_SIZE) {
+        const page = await api.searchCustomers({ contains: text.trim(), skip, take: SEARCH_PAGE_SIZE });
+        for (const customer of page.Customers) if (same(person, customer)) found.push(customer.CustomerID);
+        if (page.Customers.length < SEARCH_PAGE_SIZE || skip + SEARCH_PAGE_SIZE >= page.TotalItemCount) return found;
+      }
+    },
+
+    async created(customer, person, claimant) {
+      await deps.index.remember([customer]);
+      // Kept when there is no index: the claim, with its row's outcome, is then what tells a later import.
+      if (await deps.index.meta()) await deps.index.releaseIdentity(identityKey(person), claimant);
+    },
+  };
+}
+

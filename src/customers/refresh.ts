@@ -1,0 +1,244 @@
+/**
+ * Keeping the customer index current, at the fewest requests:
+ *
+ * - A **full refresh** pages every customer (`contains=''`, 100 a page, 8 in
+ *   flight, each request from the fleet's budget) into a new generation, and
+ *   switches to it once the listing is read. When the listing came in
+ *   ascending CustomerID order (as the sandbox lists, and as a service that
+ *   appends new customers at the end does), the index is marked append-only.
+ * - A **delta** then reads only the end of the listing: the page at
+ *   `total - 1` must still start with the last customer the index knows (else
+ *   customers were removed or inserted in the middle, and only a full refresh
+ *   will do), and every customer after it is new. One request when nothing
+ *   was created; one more per 100 new customers. That is also how a create
+ *   whose answer was lost is found again: it is one of the newest customers.
+ *
+ * One process at a time runs a delta (a lock in Redis); the others wait for
+ * its result, so a burst of rows that each need a current index costs one
+ * read of the end of the listing, not one each.
+ */
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pLimit from 'p-limit';
+import type { Customer, SearchCustomersResponse } from '../api/schemas/index.js';
+import { compareIds } from '../export/pager.js';
+import { SEARCH_PAGE_SIZE } from '../policy.js';
+import type { RedisClient } from '../queue/redis.js';
+import { DEFAULT_INDEXED_FIELDS, type CustomerIndex, type IndexMeta } from './customerIndex.js';
+import { searchPage, type SearchDeps } from './search.js';
+
+/** Pages read at once by a full refresh, as the export does. */
+const FULL_REFRESH_CONCURRENCY = 8;
+/** How long a delta's lock is held at most (a process that dies holding it lets go after this). */
+const DELTA_LOCK_MS = 30_000;
+/** How long a full build's lock is held at most; it is renewed by nothing, so it covers a large base. */
+const BUILD_LOCK_MS = 10 * 60_000;
+/** How often a process waiting for another's delta looks again. */
+const DELTA_WAIT_MS = 50;
+
+export interface RefreshDeps extends SearchDeps {
+  index: CustomerIndex;
+  /** For the delta lock: the connection and prefix of the index. */
+  redis: RedisClient;
+  prefix: string;
+  now?: () => number;
+  /** Told of every customer a refresh reads (the planner matches its rows against them). */
+  onCustomers?: (customers: readonly Customer[]) => void | Promise<void>;
+}
+
+export interface RefreshOutcome {
+  kind: 'full' | 'delta';
+  /** Search requests sent (retries included). */
+  requests: number;
+  /** Customers read. */
+  read: number;
+  meta: IndexMeta | undefined;
+}
+
+/** Counts the requests a refresh sends, retries included, through a wrapped client. */
+function counted(deps: RefreshDeps): { deps: RefreshDeps; requests: () => number } {
+  let requests = 0;
+  const api = {
+    searchCustomers: (query: Parameters<SearchDeps['api']['searchCustomers']>[0]) => {
+      requests++;
+      return deps.api.searchCustomers(query);
+    },
+  };
+  return { deps: { ...deps, api }, requests: () => requests };
+}
+
+/** Whether a run of customers is in ascending CustomerID order, after `previous` when given. */
+function ascends(customers: readonly Customer[], previous?: string): boolean {
+  let last = previous;
+  for (const { CustomerID } of customers) {
+    if (last !== undefined && compareIds(CustomerID, last) <= 0) return false;
+    last = CustomerID;
+  }
+  return true;
+}
+
+/**
+ * Reads the end of the listing after the customer at `from.total - 1`, which
+ * must be `from.lastId`. Undefined when it is not (customers were removed or
+ * inserted before the end), or when what follows is not in ascending order.
+ */
+async function readTail(deps: RefreshDeps, from: { total: number; lastId: string }): Promise<{ customers: Customer[]; total: number; lastId: string; startedAt: number } | undefined> {
+  const now = deps.now ?? Date.now;
+  const startedAt = now();
+  const customers: Customer[] = [];
+  let skip = Math.max(0, from.total - 1);
+  for (let first = true; ; first = false) {
+    const page = await searchPage(deps, { contains: '', skip, take: SEARCH_PAGE_SIZE });
+    let records = page.Customers;
+    if (first && from.total > 0) {
+      if (records[0]?.CustomerID !== from.lastId) return undefined;
+      records = records.slice(1);
+    }
+    if (!ascends(records, customers.at(-1)?.CustomerID ?? (from.total > 0 ? from.lastId : undefined))) return undefined;
+    customers.push(...records);
+    if (page.Customers.length < SEARCH_PAGE_SIZE) {
+      // The count the last page gave must be the old one plus what was read, or something moved meanwhile.
+      if (page.TotalItemCount !== from.total + customers.length) return undefined;
+      const lastId = customers.at(-1)?.CustomerID ?? from.lastId;
+      return { customers, total: page.TotalItemCount, lastId, startedAt };
+    }
+    skip += SEARCH_PAGE_SIZE;
+  }
+}
+
+/**
+ * Pages every customer into a new generation of the index and switches to
+ * it. `fields` are indexed beside the identity (with those the index had).
+ */
+export async function refreshFull(input: RefreshDeps, fields: readonly string[] = [], firstPage?: { page: SearchCustomersResponse; at: number }): Promise<RefreshOutcome> {
+  const { deps, requests } = counted(input);
+  const now = deps.now ?? Date.now;
+  const builtAt = firstPage?.at ?? now();
+  const previous = await deps.index.meta();
+  const first = firstPage?.page ?? (await searchPage(deps, { contains: '', skip: 0, take: SEARCH_PAGE_SIZE }));
+  const total = first.TotalItemCount;
+  const build = await deps.index.beginBuild(total, [...DEFAULT_INDEXED_FIELDS, ...(previous?.fields ?? []), ...fields]);
+  try {
+    const pageCount = Math.ceil(total / SEARCH_PAGE_SIZE);
+    const pages = new Map<number, Customer[]>([[0, first.Customers]]);
+    const take = async (index: number, customers: Customer[]): Promise<void> => {
+      pages.set(index, customers);
+      await deps.index.addToBuild(build, customers);
+      await deps.onCustomers?.(customers);
+    };
+    await deps.index.addToBuild(build, first.Customers);
+    await deps.onCustomers?.(first.Customers);
+    const limit = pLimit(FULL_REFRESH_CONCURRENCY);
+    await Promise.all(
+      Array.from({ length: Math.max(0, pageCount - 1) }, (_, i) => i + 1).map((index) =>
+        limit(async () => take(index, (await searchPage(deps, { contains: '', skip: index * SEARCH_PAGE_SIZE, take: SEARCH_PAGE_SIZE })).Customers)),
+      ),
+    );
+    // Ascending throughout (each page and across pages) and as many as the count said: new customers come at the end.
+    let last: string | undefined;
+    let count = 0;
+    let appendOnly = true;
+    for (let index = 0; index < pageCount; index++) {
+      const customers = pages.get(index) ?? [];
+      count += customers.length;
+      if (!ascends(customers, last)) appendOnly = false;
+      last = customers.at(-1)?.CustomerID ?? last;
+    }
+    if (count < total) appendOnly = false;
+    const listed = { total: Math.min(count, total), lastId: last ?? '' };
+    let state = { refreshedAt: builtAt, total: listed.total, lastId: listed.lastId, count };
+    if (appendOnly && pageCount > 1) {
+      // Customers created while the listing was read are at its end: read them now. (One page is read at one instant.)
+      const tail = await readTail(deps, listed);
+      if (tail) {
+        await deps.index.addToBuild(build, tail.customers);
+        await deps.onCustomers?.(tail.customers);
+        state = { refreshedAt: tail.startedAt, total: tail.total, lastId: tail.lastId, count: count + tail.customers.length };
+      } else {
+        appendOnly = false;
+      }
+    }
+    await deps.index.commit(build, { builtAt, ...state, appendOnly });
+  } catch (error) {
+    await deps.index.abandon(build).catch(() => undefined);
+    throw error;
+  }
+  return { kind: 'full', requests: requests(), read: (await deps.index.meta())?.count ?? 0, meta: await deps.index.meta() };
+}
+
+/**
+ * Reads the customers created since the index was last current. Undefined
+ * when there is no append-only index to extend, or when the end of the
+ * listing shows customers removed or inserted in the middle: then the index
+ * is marked stale, and only a full refresh makes it current again.
+ */
+export async function refreshDelta(input: RefreshDeps): Promise<RefreshOutcome | undefined> {
+  const { deps, requests } = counted(input);
+  const meta = await deps.index.meta();
+  if (!meta?.appendOnly || meta.refreshedAt === 0) return undefined;
+  const tail = await readTail(deps, meta);
+  if (!tail) {
+    await deps.index.markStale();
+    return undefined;
+  }
+  await deps.index.remember(tail.customers, { refreshedAt: tail.startedAt, total: tail.total, lastId: tail.lastId });
+  await deps.onCustomers?.(tail.customers);
+  return { kind: 'delta', requests: requests(), read: tail.customers.length, meta: await deps.index.meta() };
+}
+
+/**
+ * Builds the index when that costs fewer requests than the searches it
+ * saves: a full refresh reads every customer once (TotalItemCount / 100
+ * requests), where a create without an index searches the service by name
+ * (a request or more each). `rows` is how many rows would search. The first
+ * page read to learn the count is the refresh's own first page. One process
+ * builds (a lock); the others wait for it. Undefined when searching is cheaper.
+ */
+export async function buildIfCheaper(deps: RefreshDeps, rows: number): Promise<IndexMeta | undefined> {
+  const lockKey = `${deps.prefix}:cix:build-lock`;
+  const token = randomBytes(8).toString('hex');
+  for (;;) {
+    const meta = await deps.index.meta();
+    if (meta?.appendOnly && meta.refreshedAt > 0) return meta;
+    if ((await deps.redis.set(lockKey, token, 'PX', BUILD_LOCK_MS, 'NX')) === 'OK') {
+      try {
+        const at = (deps.now ?? Date.now)();
+        const page = await searchPage(deps, { contains: '', skip: 0, take: SEARCH_PAGE_SIZE });
+        if (Math.ceil(page.TotalItemCount / SEARCH_PAGE_SIZE) > rows) return undefined;
+        return (await refreshFull(deps, [], { page, at })).meta;
+      } finally {
+        if ((await deps.redis.get(lockKey)) === token) await deps.redis.del(lockKey);
+      }
+    }
+    await sleep(DELTA_WAIT_MS * 4);
+    // The builder may have found searching cheaper: then so does this process.
+    if ((await deps.redis.exists(lockKey)) === 0 && !(await deps.index.meta())) return undefined;
+  }
+}
+
+/**
+ * The index, current as of `after` (ms): a delta is read when it is older,
+ * by this process or by another that holds the lock (this one then waits for
+ * it). Undefined when no usable index exists (none, not append-only, or
+ * stale): then the caller searches instead.
+ */
+export async function currentIndex(deps: RefreshDeps, after: number): Promise<IndexMeta | undefined> {
+  const token = randomBytes(8).toString('hex');
+  const lockKey = `${deps.prefix}:cix:lock`;
+  for (;;) {
+    const meta = await deps.index.meta();
+    if (!meta?.appendOnly || meta.refreshedAt === 0) return undefined;
+    if (meta.refreshedAt >= after) return meta;
+    if ((await deps.redis.set(lockKey, token, 'PX', DELTA_LOCK_MS, 'NX')) === 'OK') {
+      try {
+        const outcome = await refreshDelta(deps);
+        if (!outcome) return undefined;
+      } finally {
+        // Released only by its holder: a lock that expired and was taken by another stays theirs.
+        if ((await deps.redis.get(lockKey)) === token) await deps.redis.del(lockKey);
+      }
+      continue;
+    }
+    await sleep(DELTA_WAIT_MS);
+  }
+}

@@ -1,0 +1,88 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { createApiClient, type ApiClient } from '../../src/api/client.js';
+import { digestOf, fieldKey, identityKey } from '../../src/customers/identity.js';
+import { currentIndex, refreshFull, type RefreshDeps } from '../../src/customers/refresh.js';
+import { customerInput } from '../support/bodies.js';
+import { startPipeline, type Pipeline } from '../support/pipeline.js';
+
+let pipeline: Pipeline | undefined;
+let api: ApiClient | undefined;
+afterEach(async () => {
+  await api?.close();
+  await pipeline?.close();
+  api = undefined;
+  pipeline = undefined;
+});
+
+const noBudget = { block: async () => undefined };
+
+async function setUp(customers: number): Promise<{ p: Pipeline; deps: RefreshDeps }> {
+  const p = await startPipeline({ workers: false });
+  for (let i = 0; i < customers; i++) {
+    p.sandbox.store.createCustomer(customerInput({ FirstName: `First${i}`, LastName: `Last${i % 97}`, EmailAddress: `person${i}@example.com` }));
+  }
+  api = createApiClient({ baseUrl: p.sandbox.url });
+  pipeline = p;
+  return { p, deps: { api, budget: noBudget, index: p.runtime.customers, redis: p.runtime.redis, prefix: p.prefix } };
+}
+
+describe('the customer index', () => {
+  it('is built by paging every customer once, finds each by identity and by email, and takes under 64 bytes of Redis a customer', async () => {
+    const { p, deps } = await setUp(1_200);
+    p.sandbox.resetStats();
+    const outcome = await refreshFull(deps);
+    const total = p.sandbox.store.customers().length;
+    // 13 pages, and one read of the end of the listing for customers created meanwhile.
+    expect(p.sandbox.stats().byEndpoint).toEqual({ searchCustomers: Math.ceil(total / 100) + 1 });
+    expect(outcome.meta).toMatchObject({ count: total, total, appendOnly: true, lastId: p.sandbox.store.customers().at(-1)?.CustomerID });
+
+    const meta = outcome.meta;
+    if (!meta) throw new Error('no index');
+    const sample = p.sandbox.store.customers().filter((_, i) => i % 50 === 0);
+    const byIdentity = await p.runtime.customers.lookup(meta, 'i', sample.map((c) => identityKey({ ...c, EmailAddress: ` ${c.EmailAddress.toUpperCase()}\u200b` })));
+    expect(byIdentity).toEqual(sample.map((c) => [c.CustomerID]));
+    const byEmail = await p.runtime.customers.lookup(meta, 'EmailAddress', sample.map((c) => fieldKey('EmailAddress', c.EmailAddress)));
+    expect(byEmail).toEqual(sample.map((c) => [c.CustomerID]));
+    expect(await p.runtime.customers.lookup(meta, 'i', [identityKey({ FirstName: 'No', LastName: 'Body', EmailAddress: 'nobody@example.com' })])).toEqual([[]]);
+
+    const memory = await p.runtime.customers.memory();
+    expect(memory?.bytes).toBeGreaterThan(0);
+    expect((memory?.bytes ?? Infinity) / total).toBeLessThan(64);
+  });
+
+  it('a delta reads only the end of the listing: the customers created since, in one request', async () => {
+    const { p, deps } = await setUp(250);
+    await refreshFull(deps);
+    const added = ['Ada', 'Bo', 'Cy'].map((name) => p.sandbox.store.createCustomer(customerInput({ FirstName: name, LastName: 'Later', EmailAddress: `${name}@later.example` })));
+    p.sandbox.resetStats();
+    const meta = await currentIndex(deps, Date.now());
+    expect(p.sandbox.stats().byEndpoint).toEqual({ searchCustomers: 1 });
+    expect(meta).toMatchObject({ total: p.sandbox.store.customers().length, lastId: added.at(-1)?.CustomerID });
+    if (!meta) return;
+    expect(await p.runtime.customers.lookup(meta, 'i', added.map(identityKey))).toEqual(added.map((c) => [c.CustomerID]));
+    // Current already: no request.
+    expect(await currentIndex(deps, meta.refreshedAt)).toMatchObject({ total: meta.total });
+    expect(p.sandbox.stats().requests).toBe(1);
+  });
+
+  it('is no longer trusted when the end of the listing is not where it was: only a full refresh makes it current', async () => {
+    const { p, deps } = await setUp(120);
+    await refreshFull(deps);
+    // As if a customer before the end had been removed: the listing's end moved.
+    await p.runtime.redis.hset(`${p.prefix}:cix`, 'lastId', '1');
+    expect(await currentIndex(deps, Date.now())).toBeUndefined();
+    expect((await p.runtime.customers.meta())?.refreshedAt).toBe(0);
+    const rebuilt = await refreshFull(deps);
+    expect(rebuilt.meta?.appendOnly).toBe(true);
+    expect(await currentIndex(deps, rebuilt.meta?.refreshedAt ?? 0)).toBeDefined();
+  });
+
+  it('keeps one generation: a full refresh deletes the keys of the one it replaces', async () => {
+    const { p, deps } = await setUp(300);
+    const first = await refreshFull(deps);
+    await refreshFull(deps);
+    const keys = await p.runtime.redis.keys(`${p.prefix}:cix:${first.meta?.gen ?? 0}:*`);
+    expect(keys).toEqual([]);
+    expect(digestOf('x')).toHaveLength(8);
+  });
+});
