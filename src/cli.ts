@@ -15,6 +15,7 @@ import { register as registerDemo } from './cli/demo.js';
 import { exitReportFor } from './cli/exitCodes.js';
 import { register as registerExport } from './cli/export.js';
 import { register as registerImport } from './cli/import.js';
+import { register as registerIndex } from './cli/customerIndex.js';
 import { register as registerRetry } from './cli/retry.js';
 import { register as registerSandbox } from './cli/sandbox.js';
 import { register as registerSchedule } from './cli/schedule.js';
@@ -61,6 +62,7 @@ function buildProgram(): Command {
   registerWatch(program);
   registerStart(program);
   registerStatus(program);
+  registerIndex(program);
   registerRetry(program);
   registerDashboard(program);
   registerExport(program);
