@@ -1,10 +1,10 @@
 import { buildCustomerInput } from '../src/csv/rows.js';
 import { createdBy, guardCreate } from './guard.js';
-import { findCreated, reconciliation } from './reconcile.js';
+import { holdersNow, reconciliation } from './reconcile.js';
 import type { ReadBack, RowProcessor } from './types.js';
 
 /** Whether this row's create happened: reads the customer back by name and email. */
-export const readBackCustomer: ReadBack = async (ctx) => reconciliation(await findCreated(ctx.api, buildCustomerInput(ctx.plan, ctx.cells)), 'the create');
+export const readBackCustomer: ReadBack = async (ctx) => reconciliation(await holdersNow(ctx, buildCustomerInput(ctx.plan, ctx.cells)), 'the create');
 
 /** `customer.create`: POST /json/customers, reconciling first when an earlier attempt may have applied. */
 export const customerCreate: RowProcessor = async (ctx) => {

@@ -10,7 +10,7 @@ async function matchesOf(ctx: RowContext): Promise<{ field: string; matches: Cus
   const wanted = buildCustomerInput(ctx.plan, ctx.cells);
   const field = ctx.options.match ?? 'EmailAddress';
   const value = fieldText(wanted, field);
-  const matches = (await searchAll(ctx.api, wanted.LastName.trim())).filter((c) => fieldText(c, field) === value);
+  const matches = (await searchAll(ctx, wanted.LastName.trim())).filter((c) => fieldText(c, field) === value);
   return { field, matches };
 }
 

@@ -1,56 +1,59 @@
-import type { ApiClient } from '../src/api/client.js';
 import type { Customer } from '../src/api/schemas/index.js';
+import { identityKey, type Person } from '../src/customers/identity.js';
+import { searchPage } from '../src/customers/search.js';
 import { SEARCH_PAGE_SIZE } from '../src/policy.js';
-import type { RowOutcome } from './types.js';
+import type { RowContext, RowOutcome } from './types.js';
 
-/** The identifying fields compared when reading a create back (DESIGN section 4). */
-export interface Identity {
-  FirstName: string;
-  LastName: string;
-  EmailAddress: string;
-}
+/** The identifying fields compared when reading a create back: first name, last name and email. */
+export type Identity = Person;
 
-/** Every customer whose first or last name contains `text`, all pages. */
-export async function searchAll(api: ApiClient, text: string): Promise<Customer[]> {
+/**
+ * Every customer whose first or last name contains `text`, all pages; each
+ * page (an idempotent GET) retried on its own, so one failed page does not
+ * fail the whole read.
+ */
+export async function searchAll(ctx: Pick<RowContext, 'api' | 'budget'>, text: string): Promise<Customer[]> {
   const found: Customer[] = [];
   for (let skip = 0; ; skip += SEARCH_PAGE_SIZE) {
-    const page = await api.searchCustomers({ contains: text, skip, take: SEARCH_PAGE_SIZE });
+    const page = await searchPage(ctx, { contains: text, skip, take: SEARCH_PAGE_SIZE });
     found.push(...page.Customers);
     if (page.Customers.length < SEARCH_PAGE_SIZE || skip + SEARCH_PAGE_SIZE >= page.TotalItemCount) return found;
   }
 }
 
-const same = (a: string, b: string): boolean => a.trim() === b.trim();
-const sameEmail = (a: string, b: string): boolean => a.trim().toLowerCase() === b.trim().toLowerCase();
-
+/** Whether a customer is this person (names and email compared as identity.ts normalises them). */
 export function hasIdentity(customer: Customer, who: Identity): boolean {
-  return same(customer.FirstName, who.FirstName) && same(customer.LastName, who.LastName) && sameEmail(customer.EmailAddress, who.EmailAddress);
+  return identityKey(customer) === identityKey(who);
 }
 
 /**
- * Reads a possibly-applied create back: the customers (outside `exclude`)
- * that carry the row's first name, last name and email.
+ * Reads a possibly-applied create back: the CustomerIDs of the customers
+ * that carry the row's first name, last name and email now. With the
+ * duplicate guard on, nobody held this person when the row first sent (or
+ * the row would have settled `exists`), so whoever holds it now was created
+ * by this row: the guard reads the index after a delta of the newest
+ * customers, about one request for every row reading back at that moment.
+ * Without it (`--allow-duplicates`), a search by last name.
  */
-export async function findCreated(api: ApiClient, who: Identity, exclude: readonly string[] = []): Promise<Customer[]> {
-  const excluded = new Set(exclude);
-  return (await searchAll(api, who.LastName.trim())).filter((c) => hasIdentity(c, who) && !excluded.has(c.CustomerID));
+export async function holdersNow(ctx: RowContext, who: Identity): Promise<string[]> {
+  if (ctx.guard) return ctx.guard.readBack(who, ctx.api, ctx.importId);
+  return (await searchAll(ctx, who.LastName.trim())).filter((c) => hasIdentity(c, who)).map((c) => c.CustomerID);
 }
 
 /**
  * The verdict on a possibly-applied create, or undefined when nothing was
  * found and the create must be sent again.
  */
-export function reconciliation(found: readonly Customer[], what: string): RowOutcome | undefined {
+export function reconciliation(found: readonly string[], what: string): RowOutcome | undefined {
   const [only] = found;
   if (found.length === 1 && only) {
-    return { status: 'reconciled', customerId: only.CustomerID, note: `${what} had been applied before its answer was lost; found by reading back` };
+    return { status: 'reconciled', customerId: only, note: `${what} had been applied before its answer was lost; found by reading back` };
   }
   if (found.length > 1) {
-    const candidates = found.map((c) => c.CustomerID);
     return {
       status: 'needs-review',
-      candidates,
-      note: `${what} may have been applied, and ${found.length} customers match it (${candidates.join(', ')}); not sent again`,
+      candidates: [...found],
+      note: `${what} may have been applied, and ${found.length} customers match it (${found.join(', ')}); not sent again`,
     };
   }
   return undefined;

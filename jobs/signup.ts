@@ -1,6 +1,6 @@
 import { buildSignupRequest } from '../src/csv/rows.js';
 import { createdBy, guardCreate } from './guard.js';
-import { findCreated, reconciliation } from './reconcile.js';
+import { holdersNow, reconciliation } from './reconcile.js';
 import type { ReadBack, RowProcessor } from './types.js';
 
 /**
@@ -10,7 +10,7 @@ import type { ReadBack, RowProcessor } from './types.js';
  */
 export const readBackSignup: ReadBack = async (ctx) => {
   const body = buildSignupRequest(ctx.plan, ctx.cells, ctx.options);
-  const verdict = reconciliation(await findCreated(ctx.api, body.Customer), 'the sign-up');
+  const verdict = reconciliation(await holdersNow(ctx, body.Customer), 'the sign-up');
   if (verdict?.status !== 'reconciled') return verdict;
   return { ...verdict, subscriptionId: '', note: `${verdict.note ?? ''}; its SubscriptionID cannot be read back through the API, so it is left empty` };
 };

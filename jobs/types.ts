@@ -3,6 +3,7 @@ import type { ApiClient } from '../src/api/client.js';
 import type { ColumnPlan } from '../src/csv/columns.js';
 import type { RowOptions } from '../src/csv/rows.js';
 import type { CustomerGuard } from '../src/customers/guard.js';
+import type { ApiBudget } from '../src/queue/budget.js';
 import type { RowStatus } from '../src/outcomes.js';
 
 /**
@@ -18,6 +19,8 @@ export interface RowContext {
   cells: readonly string[];
   options: RowOptions;
   api: ApiClient;
+  /** The fleet's budget: a 429 on a search page waits it out. */
+  budget: Pick<ApiBudget, 'block'>;
   /**
    * `sent`: an earlier attempt may have applied this row (its answer was lost,
    * or its worker died mid-request), so a create must reconcile before it

@@ -21,6 +21,7 @@ import type { CustomerIndex } from './customerIndex.js';
 import { identityKey, normalizeText, type Person } from './identity.js';
 import type { IndexMeta } from './customerIndex.js';
 import { buildIfCheaper, currentIndex, type RefreshDeps } from './refresh.js';
+import { searchPage } from './search.js';
 
 /** How old the index may be for a create to trust that a person is absent: a delta read is cheap, but not free. */
 export const INDEX_FRESH_MS = 30_000;
@@ -41,6 +42,13 @@ export interface CustomerGuard {
    * built for them when that is cheaper than a search each).
    */
   holders(person: Person, api: Pick<ApiClient, 'searchCustomers'>, importId: string): Promise<string[]>;
+  /**
+   * The same, read so that a create sent before this call is among them (a
+   * create whose answer was lost): the index after a delta read of the
+   * newest customers, else a search by name whose pages are retried on
+   * their own.
+   */
+  readBack(person: Person, api: Pick<ApiClient, 'searchCustomers'>, importId: string): Promise<string[]>;
   /** After a create: the index learns the customer, and the claim goes (the index answers for it now). */
   created(customer: Customer, person: Person, claimant: string): Promise<void>;
 }
@@ -58,7 +66,24 @@ export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportS
 
   // Per import, once per process: whether building the index beats searching for its rows.
   const decisions = new Map<string, Promise<IndexMeta | undefined>>();
-  async function decideBuild(importId: string): Promise<IndexMeta | undefined> {
+  /** Who holds the identity, by an index current as of `after`, else by a search of the service. */
+  async function holdersAsOf(person: Person, api: Pick<ApiClient, 'searchCustomers'>, importId: string, after: number): Promise<string[]> {
+    const meta = (await currentIndex(deps.refresh, after)) ?? (await decideBuild(importId, after));
+    if (meta) {
+      const [ids = []] = await deps.index.lookup(meta, 'i', [identityKey(person)]);
+      return ids;
+    }
+    // No index: the service itself, by the longer of the two names (the more telling, as a rule).
+    const text = (normalizeText(person.LastName).length >= normalizeText(person.FirstName).length ? person.LastName : person.FirstName).trim();
+    const found: string[] = [];
+    for (let skip = 0; ; skip += SEARCH_PAGE_SIZE) {
+      const page = await searchPage({ api, budget: deps.refresh.budget }, { contains: text, skip, take: SEARCH_PAGE_SIZE });
+      for (const customer of page.Customers) if (same(person, customer)) found.push(customer.CustomerID);
+      if (page.Customers.length < SEARCH_PAGE_SIZE || skip + SEARCH_PAGE_SIZE >= page.TotalItemCount) return found;
+    }
+  }
+
+  async function decideBuild(importId: string, after: number): Promise<IndexMeta | undefined> {
     let decision = decisions.get(importId);
     if (!decision) {
       decision = deps.store.rowCount(importId).then((rows) => buildIfCheaper(deps.refresh, rows));
@@ -67,7 +92,7 @@ export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportS
       decision.catch(() => decisions.delete(importId));
     }
     const meta = await decision;
-    return meta && (await currentIndex(deps.refresh, now() - INDEX_FRESH_MS));
+    return meta && (await currentIndex(deps.refresh, after));
   }
 
   return {
@@ -87,21 +112,8 @@ export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportS
       }
     },
 
-    async holders(person, api, importId) {
-      const meta = (await currentIndex(deps.refresh, now() - INDEX_FRESH_MS)) ?? (await decideBuild(importId));
-      if (meta) {
-        const [ids = []] = await deps.index.lookup(meta, 'i', [identityKey(person)]);
-        return ids;
-      }
-      // No current index: the service itself, by the more telling of the two names.
-      const text = normalizeText(person.LastName).length >= normalizeText(person.FirstName).length ? person.LastName : person.FirstName;
-      const found: string[] = [];
-      for (let skip = 0; ; skip += SEARCH_PAGE_SIZE) {
-        const page = await api.searchCustomers({ contains: text.trim(), skip, take: SEARCH_PAGE_SIZE });
-        for (const customer of page.Customers) if (same(person, customer)) found.push(customer.CustomerID);
-        if (page.Customers.length < SEARCH_PAGE_SIZE || skip + SEARCH_PAGE_SIZE >= page.TotalItemCount) return found;
-      }
-    },
+    holders: (person, api, importId) => holdersAsOf(person, api, importId, now() - INDEX_FRESH_MS),
+    readBack: (person, api, importId) => holdersAsOf(person, api, importId, now()),
 
     async created(customer, person, claimant) {
       await deps.index.remember([customer]);

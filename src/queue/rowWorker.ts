@@ -172,6 +172,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       cells: run.cells,
       options: { expiryFormat: known.record.options.expiryFormat, match: known.record.options.match },
       api: countedApi(api, figures),
+      budget,
       previous: stored.s === 'sent' ? 'sent' : 'pending',
       preexisting: stored.pre,
       markSent: async () => {
@@ -263,6 +264,8 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       }
       const transient = error instanceof ApiError ? error.transient : true;
       if (transient && attempt < maxAttempts) {
+        // The attempt counts in the ledger (results.csv's _attempts), whatever the next one does.
+        await writeUnsettled(importId, { row, entry: result.entry });
         log().info({ err: error, attempt }, 'row attempt failed; retrying');
         throw error;
       }
