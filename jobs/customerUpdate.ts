@@ -28,6 +28,7 @@ export async function overlayAndPut(ctx: RowContext, customer: Customer): Promis
     return { status: 'unchanged', customerId: customer.CustomerID, note: 'the customer already holds every value of this row; nothing was sent' };
   }
   const { CustomerID } = await ctx.api.updateCustomer(customer.CustomerID, body);
+  await ctx.finder?.updated(customer, { ...customer, ...body });
   return { status: 'updated', customerId: CustomerID };
 }
 

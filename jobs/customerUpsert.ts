@@ -1,26 +1,42 @@
-import type { Customer } from '../src/api/schemas/index.js';
+import type { Customer, CustomerInput } from '../src/api/schemas/index.js';
+import { matchValue } from '../src/customers/finder.js';
 import { buildCustomerInput } from '../src/csv/rows.js';
-import { searchAll } from './reconcile.js';
+import { holdersNow, reconciliation, searchAll } from './reconcile.js';
 import { overlayAndPut } from './customerUpdate.js';
 import { createdBy, guardCreate } from './guard.js';
 import type { ReadBack, RowContext, RowProcessor } from './types.js';
 
-/** The customers whose match field equals the row's, found by last name. */
-async function matchesOf(ctx: RowContext): Promise<{ field: string; matches: Customer[] }> {
-  const wanted = buildCustomerInput(ctx.plan, ctx.cells);
-  const field = ctx.options.match ?? 'EmailAddress';
-  const value = fieldText(wanted, field);
-  const matches = (await searchAll(ctx, wanted.LastName.trim())).filter((c) => fieldText(c, field) === value);
-  return { field, matches };
+const fieldOf = (ctx: RowContext): string => ctx.options.match ?? 'EmailAddress';
+const textOf = (record: object, field: string): string => {
+  const value: unknown = Object.entries(record).find(([key]) => key === field)?.[1];
+  return typeof value === 'string' ? value : '';
+};
+
+/**
+ * The customers whose match field equals the row's: by the import's plan
+ * (the index, with the records a scan kept or a GET each), else by a search
+ * of the row's last name.
+ */
+async function matchesOf(ctx: RowContext, wanted: CustomerInput): Promise<Customer[]> {
+  const field = fieldOf(ctx);
+  const value = textOf(wanted, field);
+  const planned = await ctx.finder?.matches(ctx.importId, field, value, ctx.api);
+  if (planned) return planned;
+  return (await searchAll(ctx, wanted.LastName.trim())).filter((c) => matchValue(field, textOf(c, field)) === matchValue(field, value));
 }
 
-const fieldText = (record: object, field: string): string => String(Object.entries(record).find(([key]) => key === field)?.[1] ?? '').trim().toLowerCase();
-
-/** Whether this row's create happened: a match that did not exist before the first attempt. */
+/**
+ * Whether this row's create happened. With the duplicate guard, whoever
+ * holds the row's person now was created by it (see holdersNow); without
+ * it, a match that did not exist before the first attempt.
+ */
 export const readBackUpsert: ReadBack = async (ctx) => {
-  const { field, matches } = await matchesOf(ctx);
-  const before = new Set(ctx.preexisting ?? []);
-  const created = matches.filter((c) => !before.has(c.CustomerID));
+  const wanted = buildCustomerInput(ctx.plan, ctx.cells);
+  if (ctx.guard) return reconciliation(await holdersNow(ctx, wanted), 'the create');
+  if (ctx.preexisting === undefined) return undefined;
+  const field = fieldOf(ctx);
+  const before = new Set(ctx.preexisting);
+  const created = (await matchesOf(ctx, wanted)).filter((c) => !before.has(c.CustomerID));
   const [only] = created;
   if (created.length === 1 && only) {
     return { status: 'reconciled', customerId: only.CustomerID, note: `the create had been applied before its answer was lost; ${field} matched a customer that did not exist before` };
@@ -32,30 +48,30 @@ export const readBackUpsert: ReadBack = async (ctx) => {
 };
 
 /**
- * `customer.upsert` (`--match FIELD`): search by last name, keep the
- * customers whose match field equals the row's; one is updated, none means
- * create, several need review. The matches found before the first attempt are
- * recorded, so when a create's answer is lost a later new match is proven to
- * be the one this row created.
+ * `customer.upsert` (`--match FIELD`): the customer whose match field equals
+ * the row's is updated (or left unchanged), none means create, several need
+ * review. Without the duplicate guard, the matches found before the first
+ * attempt are recorded, so a later new match is proven to be this row's.
  */
 export const customerUpsert: RowProcessor = async (ctx) => {
-  if (ctx.previous === 'sent' && ctx.preexisting !== undefined) {
+  const wanted = buildCustomerInput(ctx.plan, ctx.cells);
+  if (ctx.previous === 'sent') {
     const verdict = await readBackUpsert(ctx);
     if (verdict) return verdict;
   }
-  const { field, matches } = await matchesOf(ctx);
-  if (ctx.preexisting === undefined) await ctx.recordPreexisting(matches.map((c) => c.CustomerID));
+  const field = fieldOf(ctx);
+  const matches = await matchesOf(ctx, wanted);
+  if (!ctx.guard && ctx.preexisting === undefined) await ctx.recordPreexisting(matches.map((c) => c.CustomerID));
   const [existing] = matches;
   if (matches.length > 1) {
     return { status: 'needs-review', candidates: matches.map((c) => c.CustomerID), note: `${matches.length} customers match ${field}; not updated` };
   }
   if (existing) return overlayAndPut(ctx, existing);
-  const body = buildCustomerInput(ctx.plan, ctx.cells);
   // Nothing matched the field; the person may still exist under another value of it.
-  const held = ctx.previous === 'sent' ? undefined : await guardCreate(ctx, body);
+  const held = ctx.previous === 'sent' ? undefined : await guardCreate(ctx, wanted);
   if (held) return held;
   await ctx.markSent();
-  const { CustomerID } = await ctx.api.createCustomer(body);
-  await createdBy(ctx, CustomerID, body);
+  const { CustomerID } = await ctx.api.createCustomer(wanted);
+  await createdBy(ctx, CustomerID, wanted);
   return { status: 'created', customerId: CustomerID };
 };

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { ApiClient } from '../src/api/client.js';
 import type { ColumnPlan } from '../src/csv/columns.js';
 import type { RowOptions } from '../src/csv/rows.js';
+import type { CustomerFinder } from '../src/customers/finder.js';
 import type { CustomerGuard } from '../src/customers/guard.js';
 import type { ApiBudget } from '../src/queue/budget.js';
 import type { RowStatus } from '../src/outcomes.js';
@@ -35,6 +36,8 @@ export interface RowContext {
   recordPreexisting(customerIds: readonly string[]): Promise<void>;
   /** The duplicate guard of creates; undefined when the import allows duplicates. */
   guard: CustomerGuard | undefined;
+  /** How an upsert finds its customers (the index, a scan, or a search by name). */
+  finder: CustomerFinder | undefined;
   log: Logger;
 }
 

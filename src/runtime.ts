@@ -14,6 +14,7 @@ import { checkContinuity, importJournal, type ImportJournal } from './store/cont
 import { createImportStore, type ImportStore } from './store/importStore.js';
 import { createCustomerIndex, type CustomerIndex } from './customers/customerIndex.js';
 import { createCustomerGuard } from './customers/guard.js';
+import { createCustomerFinder } from './customers/finder.js';
 
 /**
  * The long-lived things one subsync process holds, assembled from the
@@ -109,6 +110,8 @@ export function startWorkers(
 ): WorkerHandles {
   const budget = createBudget(runtime.redis, runtime.store.keys, { rate: options.rate ?? runtime.config.rate });
   const api = openApi(runtime, options.apiUrl, budget);
+  // What the worker's rows read of the service's customers (the index, its deltas and scans) draws from the same budget.
+  const refresh = { api, budget, index: runtime.customers, redis: runtime.redis, prefix: runtime.config.queuePrefix };
   // A worker holds its own connections (BullMQ duplicates for blocking reads).
   const rows = startRowWorker({
     connection: runtime.redis,
@@ -122,11 +125,8 @@ export function startWorkers(
     logger: runtime.logger,
     backoff: options.backoff,
     lockMs: runtime.config.jobLockMs,
-    guard: createCustomerGuard({
-      index: runtime.customers,
-      store: runtime.store,
-      refresh: { api, budget, index: runtime.customers, redis: runtime.redis, prefix: runtime.config.queuePrefix },
-    }),
+    guard: createCustomerGuard({ index: runtime.customers, store: runtime.store, refresh }),
+    finder: createCustomerFinder({ redis: runtime.redis, prefix: runtime.config.queuePrefix, index: runtime.customers, refresh }),
   });
   const control =
     options.control === false

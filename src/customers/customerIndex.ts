@@ -245,8 +245,12 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
 
     /** The CustomerIDs under each key (empty when none), in order. */
     async lookup(current: IndexMeta, kind: KeyKind, keys: readonly string[]): Promise<string[][]> {
-      if (keys.length === 0) return [];
-      const digests = keys.map(digestOf);
+      return this.lookupDigests(current, kind, keys.map(digestOf));
+    },
+
+    /** The same, by the keys' digests. */
+    async lookupDigests(current: IndexMeta, kind: KeyKind, digests: readonly Buffer[]): Promise<string[][]> {
+      if (digests.length === 0) return [];
       const pipeline = redis.pipeline();
       for (const digest of digests) pipeline.hgetBuffer(bucketKey(current.gen, current.buckets, kind, digest), digest);
       const replies = (await pipeline.exec()) ?? [];

@@ -74,6 +74,8 @@ export async function finalizeImport(input: { store: ImportStore; queues: Queues
   });
   // The import has settled: its card data goes (DESIGN section 6) before it is seen as finished.
   await forgetCardData(input.queues, importId, keptRows);
+  // The records an upsert's scan kept are personal data the results now hold.
+  await store.forgetFinding(importId);
   await store.markFinished(importId, round, files.dir);
   input.logger.info({ importId, dir: files.dir }, 'import settled; results written');
   return files;

@@ -7,7 +7,7 @@ import { ACTIVE_OFFER_STATUS } from '../api/schemas/index.js';
 import type { ExpiryFormat } from '../api/rules.js';
 import { sealSecrets, type CardKeyring } from '../cards/crypto.js';
 import { CUSTOMER_ID, detectKind, loadColumnMap, planColumns, resolvePath, type ColumnPlan } from '../csv/columns.js';
-import { digestOf } from '../customers/identity.js';
+import { digestOf, fieldKey } from '../customers/identity.js';
 import { FileRejectedError } from '../csv/errors.js';
 import { openCsv, readHeaders, type CsvRow } from '../csv/reader.js';
 import { scanCsvBytes } from '../csv/scan.js';
@@ -185,7 +185,7 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
   const flush = (batch: Batch): void => {
     const done = (async () => {
       // Ledger first: a job must always find its row's entry.
-      await Promise.all([store.putPendingRows(importId, batch.pending), store.settleMany(importId, batch.settled, now())]);
+      await Promise.all([store.putPendingRows(importId, batch.pending), store.settleMany(importId, batch.settled, now()), store.addMatchDigests(importId, batch.matchDigests)]);
       if (batch.jobs.size > 0) {
         await queues.rows.addBulk([...batch.jobs].map(([block, data]) => ({ name: BATCH_JOB, data, opts: batchJobOptions(importId, block, attempts) })));
       }
@@ -221,6 +221,7 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
         batch.settled.push({ row: csvRow.row, entry: { c: cells, j: name, s: 'duplicate', a: 0, e: earlier } });
       } else {
         batch.pending.push({ row: csvRow.row, entry: { c: cells, j: name, s: lost ? 'sent' : 'pending', a: 0 } });
+        if (name === 'customer.upsert' && match !== undefined) batch.matchDigests.push(digestOf(fieldKey(match, cellOf(plan, csvRow.cells, match) ?? '')));
         const block = batchOf(csvRow.row);
         let job = batch.jobs.get(block);
         if (!job) batch.jobs.set(block, (job = { importId, rows: [] }));
@@ -287,11 +288,13 @@ interface Batch {
   pending: Array<{ row: number; entry: LedgerEntry }>;
   /** Rows settled without a job: invalid, or duplicates of an earlier row. */
   settled: Array<{ row: number; entry: LedgerEntry }>;
+  /** Upserts: the digests of their match values (src/customers/finder.ts plans from them). */
+  matchDigests: Buffer[];
   /** Batch jobs by block. */
   jobs: Map<number, RowBatchData>;
 }
 
-const emptyBatch = (): Batch => ({ pending: [], settled: [], jobs: new Map() });
+const emptyBatch = (): Batch => ({ pending: [], settled: [], matchDigests: [], jobs: new Map() });
 
 async function validateAll(
   plan: ColumnPlan,

@@ -12,6 +12,7 @@ import { JOB_LOCK_MS } from '../policy.js';
 import { SUCCESS_STATUSES, type ImportKind, type JobName } from '../outcomes.js';
 import { observeRetry, observeRowSettled } from '../metrics.js';
 import { NO_FIGURES, isSettled, type ImportRecord, type ImportStore, type LedgerEntry, type RunFigures } from '../store/importStore.js';
+import type { CustomerFinder } from '../customers/finder.js';
 import type { CustomerGuard } from '../customers/guard.js';
 import type { ApiBudget } from './budget.js';
 import { coalesce, Slots } from './coalesce.js';
@@ -50,6 +51,8 @@ export interface RowWorkerOptions {
   lockMs?: number;
   /** The duplicate guard of creates (imports without `--allow-duplicates`). */
   guard?: CustomerGuard;
+  /** How upserts find their customers. */
+  finder?: CustomerFinder;
 }
 
 /** The column plan of an import, rebuilt from its record (the producer validated it). */
@@ -183,6 +186,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
         await write({ ...entry, pre: [...ids] });
       },
       guard,
+      finder: options.finder,
       get log() {
         return run.log();
       },

@@ -308,6 +308,16 @@ export function createImportStore(redis: RedisClient, prefix: string) {
     settleRows,
     updateUnsettledRows,
 
+    /** Records the digests of an upsert's match values, for the worker that plans how to find its customers. */
+    async addMatchDigests(importId: string, digests: readonly Buffer[]): Promise<void> {
+      if (digests.length > 0) await redis.sadd(keys.matchDigests(importId), ...digests);
+    },
+
+    /** Deletes what finding an upsert's customers kept (match digests, plan, records read): the import has settled. */
+    async forgetFinding(importId: string): Promise<void> {
+      await redis.unlink(keys.matchDigests(importId), keys.findPlan(importId), keys.foundRecords(importId));
+    },
+
     /** Rows with a ledger entry so far (all of them once the import is enqueued). */
     async rowCount(importId: string): Promise<number> {
       return redis.hlen(keys.ledger(importId));

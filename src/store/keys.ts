@@ -13,6 +13,13 @@ export function storeKeys(prefix: string) {
     ledger: (importId: string) => `${prefix}:import:${importId}:rows`,
     /** Hash: counts by status, `settled`, and the API figures of the import. */
     counts: (importId: string) => `${prefix}:import:${importId}:counts`,
+    /** Set: the 8-byte digests of an upsert's match values (src/customers/finder.ts). */
+    matchDigests: (importId: string) => `${prefix}:import:${importId}:match`,
+    /** Hash: how an upsert finds its customers, and the lock of the worker deciding it. */
+    findPlan: (importId: string) => `${prefix}:import:${importId}:plan`,
+    findPlanLock: (importId: string) => `${prefix}:import:${importId}:plan-lock`,
+    /** Hash: CustomerID → the record as a scan read it, for the upsert rows to lay themselves over. */
+    foundRecords: (importId: string) => `${prefix}:import:${importId}:records`,
     /** The fleet-wide API budget: theoretical arrival time, and the block after a 429. */
     budgetTat: `${prefix}:budget:tat`,
     budgetBlockedUntil: `${prefix}:budget:blocked-until`,
