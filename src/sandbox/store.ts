@@ -123,8 +123,12 @@ export function createStore(options: StoreOptions = {}): SandboxStore {
       });
     });
   }
+  const seedCustomers = options.seedCustomers ?? 0;
+  if (!Number.isSafeInteger(seedCustomers) || seedCustomers < 0) {
+    throw new RangeError(`seedCustomers must be a whole number, 0 or more: ${seedCustomers}`);
+  }
   const seedRandom = options.seedRandom ?? 1;
-  for (let index = 0; index < (options.seedCustomers ?? 0); index++) {
+  for (let index = 0; index < seedCustomers; index++) {
     insertCustomer(personAt(seedRandom, index), '', COLLECTION_METHOD.created);
   }
 

@@ -115,6 +115,7 @@ describe('indexed customer search', () => {
     expect(seeded.every((c) => c.CollectionMethod === COLLECTION_METHOD.created)).toBe(true);
     expect(customers.map((c) => c.CustomerID)).toEqual(Array.from({ length: 15 }, (_, i) => String(100_001 + i)));
     expect(createStore({ seed: false, seedCustomers: 3 }).customers().map((c) => c.LastName)).toEqual([0, 1, 2].map((i) => personAt(1, i).LastName));
+    for (const bad of [-1, 2.5, Number.NaN]) expect(() => createStore({ seedCustomers: bad }), String(bad)).toThrow(RangeError);
   });
 
   it('still refuses unknown and non-canonical CustomerIDs', () => {
