@@ -60,6 +60,7 @@ export interface SandboxStore {
   updatePaymentMethod(key: string, card: CreditCard): StoredPaymentMethod;
   /** Every customer in CustomerID order: for tests, the export's checks and `/_sandbox/customers`. */
   customers(): readonly Customer[];
+  /** How many customers there are, without copying them (`/_sandbox/stats`). */
   customerCount(): number;
   /** Identities (first name, last name, email; trimmed, lower-cased) held by more than one customer. */
   duplicateIdentities(): DuplicateIdentity[];
