@@ -20,6 +20,8 @@ export interface SandboxFlags {
   rateLimit: number;
   dropAfterCommit: number;
   auth?: string;
+  seedCustomers: number;
+  seed: number;
 }
 
 /** Declares `subsync sandbox` and its flags. */
@@ -35,6 +37,8 @@ export function register(program: Command): void {
     .option('--rate-limit <rps>', 'requests per second before answering 429 with Retry-After (0 = no limit)', parseNonNegativeInt, 0)
     .option('--drop-after-commit <p>', 'probability of applying a change and then cutting the connection', parseProbability, 0)
     .option('--auth <value>', 'require this exact Authorization header value (default: none required)', parseNonEmpty)
+    .option('--seed-customers <n>', 'customers of the generated population to start with (realistic names, for search at scale)', parseNonNegativeInt, 0)
+    .option('--seed <s>', 'which generated population: the same seed, the same customers', parseNonNegativeInt, 1)
     .action((flags: SandboxFlags) => runSandbox(flags));
 }
 
@@ -56,16 +60,21 @@ export async function runSandbox(flags: SandboxFlags): Promise<void> {
   const signal = waitForShutdownSignal();
   // Loaded on use, so other commands do not load the sandbox.
   const { startSandbox } = await import('../sandbox/server.js');
+  const startedAt = performance.now();
   const sandbox = await startSandbox({
     port: flags.port,
     host: flags.host,
     faults,
     auth: flags.auth,
     seed: true,
+    seedCustomers: flags.seedCustomers,
+    seedRandom: flags.seed,
     logger,
   });
 
   process.stdout.write(`sandbox listening on ${sandbox.url}\n`);
+  const seconds = ((performance.now() - startedAt) / 1000).toFixed(1);
+  process.stdout.write(`customers: ${sandbox.store.customerCount()} (${flags.seedCustomers} seeded from population ${flags.seed} in ${seconds} s)\n`);
   process.stdout.write(`faults: ${describeFaults(faults)}\n`);
   process.stdout.write(`auth: ${flags.auth === undefined ? 'none required' : 'Authorization header required (value not shown)'}\n`);
 

@@ -102,9 +102,11 @@ export const SEED_PAYMENT_METHOD_KEYS = [
   '6f1c2b9e-3d4a-4c5b-8e7f-0a1b2c3d4e05',
 ] as const;
 
-type SeedCustomer = Omit<Customer, 'CustomerID' | 'CollectionMethod' | 'Password'>;
+/** A seeded customer's fields: the store gives it its CustomerID, CollectionMethod and Password. */
+export type SeedCustomer = Omit<Customer, 'CustomerID' | 'CollectionMethod' | 'Password'>;
 
-const blank: SeedCustomer = {
+/** Every field blank, MobileNumber null: the base each seeded customer overrides. */
+export const BLANK_CUSTOMER: SeedCustomer = {
   FirstName: '', MiddleName: '', LastName: '', NamePrefix: '', NameSuffix: '', Title: '', Company: '',
   EmailAddress: '', AddressLine1: '', AddressLine2: '', City: '', StateProvince: '', PostalCode: '',
   CountryCode: '', HomeNumber: '', MobileNumber: null, WorkNumber: '', FAXNumber: '', WebPageURL: '',
@@ -112,9 +114,9 @@ const blank: SeedCustomer = {
 
 /** The customers owning the seeded payment methods, one each, in key order. */
 export const SEED_CUSTOMERS: readonly SeedCustomer[] = [
-  { ...blank, FirstName: 'Margaux', LastName: 'Delacroix', EmailAddress: 'margaux.delacroix@example.fr', City: 'Lyon', CountryCode: 'FRA' },
-  { ...blank, FirstName: 'Seán', LastName: "O'Brien", EmailAddress: 'sean.obrien@example.ie', City: 'Cork', CountryCode: 'IRL' },
-  { ...blank, FirstName: 'Jürgen', LastName: 'Müller', EmailAddress: 'j.mueller@example.de', City: 'München', CountryCode: 'DEU', MobileNumber: '+49 170 1234567' },
-  { ...blank, FirstName: 'Ana', LastName: 'Souza', EmailAddress: 'ana.souza@example.com.br', City: 'São Paulo', CountryCode: 'BRA' },
-  { ...blank, FirstName: 'Kenji', LastName: 'Watanabe', EmailAddress: 'kenji.w@example.jp', City: 'Osaka', CountryCode: 'JPN' },
+  { ...BLANK_CUSTOMER, FirstName: 'Margaux', LastName: 'Delacroix', EmailAddress: 'margaux.delacroix@example.fr', City: 'Lyon', CountryCode: 'FRA' },
+  { ...BLANK_CUSTOMER, FirstName: 'Seán', LastName: "O'Brien", EmailAddress: 'sean.obrien@example.ie', City: 'Cork', CountryCode: 'IRL' },
+  { ...BLANK_CUSTOMER, FirstName: 'Jürgen', LastName: 'Müller', EmailAddress: 'j.mueller@example.de', City: 'München', CountryCode: 'DEU', MobileNumber: '+49 170 1234567' },
+  { ...BLANK_CUSTOMER, FirstName: 'Ana', LastName: 'Souza', EmailAddress: 'ana.souza@example.com.br', City: 'São Paulo', CountryCode: 'BRA' },
+  { ...BLANK_CUSTOMER, FirstName: 'Kenji', LastName: 'Watanabe', EmailAddress: 'kenji.w@example.jp', City: 'Osaka', CountryCode: 'JPN' },
 ];

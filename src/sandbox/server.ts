@@ -33,6 +33,10 @@ export interface SandboxOptions {
   auth?: string;
   /** Seed the customers owning the fixed payment-method keys. Default true. Offers are always seeded. */
   seed?: boolean;
+  /** People of the population (population.ts) seeded after those, CollectionMethod Invoice. Default 0. */
+  seedCustomers?: number;
+  /** Which population they come from. Default 1. */
+  seedRandom?: number;
   logger?: Logger;
   /** Source of randomness for the probabilistic faults. Default Math.random. */
   random?: () => number;
@@ -75,13 +79,14 @@ interface Route {
 
 /**
  * Starts the in-memory sandbox of DESIGN section 7 on real HTTP. Routes not
- * under /json: `GET /_sandbox/stats`, `GET|PUT /_sandbox/faults` (switch
- * faults at run time, for a sandbox in another process) and
- * `GET /_sandbox/customers` (every customer, for checks); these are never
- * faulted.
+ * under /json: `GET /_sandbox/stats` (with the number of customers),
+ * `GET|PUT /_sandbox/faults` (switch faults at run time, for a sandbox in
+ * another process), `GET /_sandbox/customers` (every customer, for checks) and
+ * `GET /_sandbox/duplicates` (identities held by several customers); these
+ * are never faulted.
  */
 export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbox> {
-  const store = createStore({ seed: options.seed ?? true });
+  const store = createStore({ seed: options.seed ?? true, seedCustomers: options.seedCustomers, seedRandom: options.seedRandom });
   let faults: SandboxFaults = { ...NO_FAULTS, ...options.faults };
   let stats = emptyStats();
   const limiter = new SlidingWindowLimiter();
@@ -153,8 +158,14 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
   }
 
   function handleAdmin(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> | void {
-    if (url.pathname === '/_sandbox/stats' && req.method === 'GET') return answer(res, 200, stats, undefined, false);
+    if (url.pathname === '/_sandbox/stats' && req.method === 'GET') {
+      return answer(res, 200, { ...stats, customers: store.customerCount() }, undefined, false);
+    }
     if (url.pathname === '/_sandbox/customers' && req.method === 'GET') return answer(res, 200, { Customers: store.customers() }, undefined, false);
+    if (url.pathname === '/_sandbox/duplicates' && req.method === 'GET') {
+      const identities = store.duplicateIdentities();
+      return answer(res, 200, { count: identities.length, identities }, undefined, false);
+    }
     if (url.pathname === '/_sandbox/faults' && req.method === 'GET') return answer(res, 200, faults, undefined, false);
     if (url.pathname === '/_sandbox/faults' && req.method === 'PUT') {
       return readJsonBody(req).then((read) => {

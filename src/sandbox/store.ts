@@ -11,6 +11,9 @@ import {
   type SignupRequest,
 } from '../api/schemas/index.js';
 import { isCardNumber, isCountryCode, isCurrentExpiry, isCvc, isEmailAddress } from '../api/rules.js';
+import { findDuplicateIdentities, type DuplicateIdentity } from './duplicates.js';
+import { personAt } from './population.js';
+import { CustomerSearchIndex } from './searchIndex.js';
 import { SEED_CUSTOMERS, SEED_OFFERS, SEED_PAYMENT_METHOD_KEYS, type ProvisioningRequirement } from './seed.js';
 
 /** A refusal the sandbox answers with its status and a non-success Message. */
@@ -57,31 +60,48 @@ export interface SandboxStore {
   updatePaymentMethod(key: string, card: CreditCard): StoredPaymentMethod;
   /** Every customer in CustomerID order: for tests, the export's checks and `/_sandbox/customers`. */
   customers(): readonly Customer[];
+  /** How many customers there are, without copying them (`/_sandbox/stats`). */
+  customerCount(): number;
+  /** Identities (first name, last name, email; trimmed, lower-cased) held by more than one customer. */
+  duplicateIdentities(): DuplicateIdentity[];
   subscriptions(): readonly StoredSubscription[];
   paymentMethod(key: string): StoredPaymentMethod | undefined;
 }
 
-export function createStore(options: { seed?: boolean } = {}): SandboxStore {
-  const customersById = new Map<string, Customer>();
+export interface StoreOptions {
+  /** Seed the customers owning the fixed payment-method keys. Default true. */
+  seed?: boolean;
+  /** People of the population (population.ts) to seed after them, CollectionMethod Invoice. Default 0. */
+  seedCustomers?: number;
+  /** Which population they come from. Default 1. */
+  seedRandom?: number;
+}
+
+/** The first CustomerID; each customer's is this plus its position in creation order. */
+const FIRST_CUSTOMER_ID = 100_001;
+
+export function createStore(options: StoreOptions = {}): SandboxStore {
   const ordered: Customer[] = [];
+  const searchIndex = new CustomerSearchIndex();
   const offers = new Map<string, { offer: Offer; provisioning: ProvisioningRequirement | undefined }>();
   const paymentMethods = new Map<string, StoredPaymentMethod>();
   const subscriptions: StoredSubscription[] = [];
-  let nextCustomerId = 100_001;
   let nextSubscriptionId = 700_001;
 
   for (const { offer, provisioning } of SEED_OFFERS) offers.set(offer.OfferCode, { offer, provisioning });
 
   function insertCustomer(fields: SignupCustomer, password: string, collectionMethod: string): Customer {
-    const customer: Customer = { CustomerID: String(nextCustomerId++), CollectionMethod: collectionMethod, ...fields, Password: password };
-    customersById.set(customer.CustomerID, customer);
+    const customer = customerRecord(String(FIRST_CUSTOMER_ID + ordered.length), collectionMethod, fields, password);
     ordered.push(customer);
+    searchIndex.add(customer.FirstName, customer.LastName);
     return customer;
   }
 
+  // CustomerIDs are consecutive, so the position is arithmetic; the exact text
+  // must still match (" 100001" and "0100001" are not customer 100001).
   function findCustomer(customerId: string): Customer {
-    const customer = customersById.get(customerId);
-    if (!customer) throw new SandboxRefusal(404, `Customer ${customerId} was not found`);
+    const customer = ordered[Number(customerId) - FIRST_CUSTOMER_ID];
+    if (customer?.CustomerID !== customerId) throw new SandboxRefusal(404, `Customer ${customerId} was not found`);
     return customer;
   }
 
@@ -104,14 +124,23 @@ export function createStore(options: { seed?: boolean } = {}): SandboxStore {
       });
     });
   }
+  const seedCustomers = options.seedCustomers ?? 0;
+  if (!Number.isSafeInteger(seedCustomers) || seedCustomers < 0) {
+    throw new RangeError(`seedCustomers must be a whole number, 0 or more: ${seedCustomers}`);
+  }
+  const seedRandom = options.seedRandom ?? 1;
+  for (let index = 0; index < seedCustomers; index++) {
+    insertCustomer(personAt(seedRandom, index), '', COLLECTION_METHOD.created);
+  }
 
   return {
     searchCustomers({ contains, skip, take }) {
+      // The same lower-casing as a FirstName/LastName filter, through the index.
       const needle = contains.toLowerCase();
-      const matches = needle === ''
-        ? ordered
-        : ordered.filter((c) => c.FirstName.toLowerCase().includes(needle) || c.LastName.toLowerCase().includes(needle));
-      return { Customers: matches.slice(skip, skip + take).map(present), TotalItemCount: matches.length };
+      if (needle === '') return { Customers: ordered.slice(skip, skip + take).map(present), TotalItemCount: ordered.length };
+      const positions = searchIndex.matching(needle);
+      const page = positions.slice(skip, skip + take).map((position) => present(ordered[position] as Customer));
+      return { Customers: page, TotalItemCount: positions.length };
     },
 
     getCustomer: (customerId) => present(findCustomer(customerId)),
@@ -126,6 +155,7 @@ export function createStore(options: { seed?: boolean } = {}): SandboxStore {
       checkPerson(input, 'Customer');
       // PUT replaces the whole record: every member of the body, blanks included.
       Object.assign(existing, withoutPassword(input), { Password: input.Password });
+      searchIndex.rename(Number(customerId) - FIRST_CUSTOMER_ID, existing.FirstName, existing.LastName);
       return present(existing);
     },
 
@@ -179,8 +209,25 @@ export function createStore(options: { seed?: boolean } = {}): SandboxStore {
     },
 
     customers: () => ordered.map(present),
+    customerCount: () => ordered.length,
+    duplicateIdentities: () => findDuplicateIdentities(ordered),
     subscriptions: () => subscriptions,
     paymentMethod: (key) => paymentMethods.get(key.toLowerCase()),
+  };
+}
+
+/**
+ * A stored customer, members in the interface's order. Built field by field,
+ * not by spreading, so a million of them share one object shape.
+ */
+function customerRecord(CustomerID: string, CollectionMethod: string, f: SignupCustomer, Password: string): Customer {
+  return {
+    CustomerID, CollectionMethod,
+    FirstName: f.FirstName, MiddleName: f.MiddleName, LastName: f.LastName, NamePrefix: f.NamePrefix, NameSuffix: f.NameSuffix,
+    Title: f.Title, Company: f.Company, EmailAddress: f.EmailAddress, AddressLine1: f.AddressLine1, AddressLine2: f.AddressLine2,
+    City: f.City, StateProvince: f.StateProvince, PostalCode: f.PostalCode, CountryCode: f.CountryCode, HomeNumber: f.HomeNumber,
+    MobileNumber: f.MobileNumber, WorkNumber: f.WorkNumber, FAXNumber: f.FAXNumber, WebPageURL: f.WebPageURL,
+    Password,
   };
 }
 

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { CustomerSchema } from '../../src/api/schemas/index.js';
 import { SlidingWindowLimiter } from '../../src/sandbox/faults.js';
+import { personAt } from '../../src/sandbox/population.js';
 import { SEED_PAYMENT_METHOD_KEYS } from '../../src/sandbox/seed.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { customerInput } from '../support/bodies.js';
@@ -45,7 +46,7 @@ describe('sandbox service', () => {
 
     await rawRequest(`${sandbox.url}/_sandbox/faults`, { method: 'PUT', body: JSON.stringify({ errorRate: 0 }) });
     const stats = await rawRequest(`${sandbox.url}/_sandbox/stats`);
-    expect(stats.json).toMatchObject({ faults: { error5xx: 1 }, byStatus: { 503: 1 }, byEndpoint: { getOffer: 1 } });
+    expect(stats.json).toMatchObject({ faults: { error5xx: 1 }, byStatus: { 503: 1 }, byEndpoint: { getOffer: 1 }, customers: SEED_PAYMENT_METHOD_KEYS.length });
   });
 
   it('lists every customer for checks, and counts applied changes', async () => {
@@ -63,5 +64,70 @@ describe('sandbox service', () => {
     expect(empty.status).toBe(400);
     const huge = await rawRequest(`${sandbox.url}/json/customers`, { method: 'POST', body: JSON.stringify({ FirstName: 'x'.repeat(1_100_000) }) });
     expect(huge.status).toBe(413);
+  });
+});
+
+const DuplicatesSchema = z.object({
+  count: z.number(),
+  identities: z.array(z.object({ FirstName: z.string(), LastName: z.string(), EmailAddress: z.string(), CustomerIDs: z.array(z.string()) })),
+});
+const SearchAnswerSchema = z.object({ TotalItemCount: z.number(), Customers: z.array(CustomerSchema) });
+
+describe('sandbox seeded with a population', () => {
+  const SEEDED = 200_000;
+  let sandbox: Sandbox;
+  beforeAll(async () => {
+    sandbox = await startSandbox({ port: 0, seedCustomers: SEEDED, seedRandom: 4 });
+  });
+  afterAll(() => sandbox.close());
+
+  it('reports the number of customers in its stats', async () => {
+    const stats = await rawRequest(`${sandbox.url}/_sandbox/stats`);
+    expect(stats.json).toMatchObject({ customers: SEED_PAYMENT_METHOD_KEYS.length + SEEDED, requests: 0 });
+  });
+
+  it('holds no duplicate identity, and reports one as soon as someone is created twice', async () => {
+    const none = DuplicatesSchema.parse((await rawRequest(`${sandbox.url}/_sandbox/duplicates`)).json);
+    expect(none).toEqual({ count: 0, identities: [] });
+
+    const original = personAt(4, 1234);
+    // The same identity apart from case and surrounding blanks.
+    const again = customerInput({
+      ...original,
+      FirstName: ` ${original.FirstName.toUpperCase()} `,
+      LastName: original.LastName.toLowerCase(),
+      EmailAddress: original.EmailAddress.toUpperCase(),
+    });
+    const created = await rawRequest(`${sandbox.url}/json/customers`, { method: 'POST', body: JSON.stringify(again) });
+    expect(created.status).toBe(200);
+    const { CustomerID } = z.object({ CustomerID: z.string() }).parse(created.json);
+
+    const found = DuplicatesSchema.parse((await rawRequest(`${sandbox.url}/_sandbox/duplicates`)).json);
+    expect(found).toEqual({
+      count: 1,
+      identities: [{
+        FirstName: original.FirstName.toLowerCase(),
+        LastName: original.LastName.toLowerCase(),
+        EmailAddress: original.EmailAddress.toLowerCase(),
+        CustomerIDs: [String(100_001 + SEED_PAYMENT_METHOD_KEYS.length + 1234), CustomerID],
+      }],
+    });
+  });
+
+  it('searches over HTTP as a filter over every customer would, new customers included', async () => {
+    await rawRequest(`${sandbox.url}/json/customers`, {
+      method: 'POST',
+      body: JSON.stringify(customerInput({ FirstName: 'Ashlee', LastName: 'Smith', EmailAddress: 'ashlee.smith.http@example.com' })),
+    });
+    const customers = sandbox.store.customers();
+    for (const [contains, skip] of [['smith', 0], ['Smith', 1_500], ['LEE', 3_000], ['ashlee', 10], ['', 150_000], ['zq', 0]] as const) {
+      const answer = SearchAnswerSchema.parse((await rawRequest(`${sandbox.url}/json/customers?contains=${encodeURIComponent(contains)}&skip=${skip}&take=100`)).json);
+      const needle = contains.toLowerCase();
+      const matches = customers.filter((c) => c.FirstName.toLowerCase().includes(needle) || c.LastName.toLowerCase().includes(needle));
+      expect(answer.TotalItemCount, contains).toBe(matches.length);
+      expect(answer.Customers.map((c) => c.CustomerID), contains).toEqual(matches.slice(skip, skip + 100).map((c) => c.CustomerID));
+    }
+    const smiths = SearchAnswerSchema.parse((await rawRequest(`${sandbox.url}/json/customers?contains=smith&skip=0&take=1`)).json);
+    expect(smiths.TotalItemCount).toBeGreaterThan(1_000);
   });
 });
