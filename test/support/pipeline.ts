@@ -33,10 +33,12 @@ export async function startPipeline(options: {
   concurrency?: number;
   workers?: boolean;
   seed?: boolean;
+  /** Customers of the sandbox's realistic population to start with (src/sandbox/population.ts). */
+  seedCustomers?: number;
   /** Retry backoff; tests default to short waits. */
   backoff?: BackoffBounds;
 } = {}): Promise<Pipeline> {
-  const sandbox = await startSandbox({ port: 0, faults: options.faults, seed: options.seed ?? true });
+  const sandbox = await startSandbox({ port: 0, faults: options.faults, seed: options.seed ?? true, seedCustomers: options.seedCustomers });
   const prefix = `subsync-test-${randomUUID().slice(0, 8)}`;
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'subsync-test-'));
   let logText = '';
