@@ -5,7 +5,9 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { InvalidArgumentError, type Command } from 'commander';
-import { createApiClient } from '../api/client.js';
+import { describeEstimate } from '../customers/estimate.js';
+import { createBudget } from '../queue/budget.js';
+import { openApi } from '../runtime.js';
 import { requireApiUrl } from '../config.js';
 import { FileRejectedError } from '../csv/errors.js';
 import { importFile, type ImportResult } from '../import/producer.js';
@@ -68,37 +70,37 @@ export async function runImport(runtime: Runtime, file: string, flags: ImportFla
     out.write(flags.json ? `${JSON.stringify(data)}\n` : `${text}\n`);
   };
   if (runtime.redisLoss) process.stderr.write(`subsync: ${runtime.redisLoss}\n`);
-  const api = flags.dryRun && runtime.config.apiUrl ? createApiClient({ baseUrl: requireApiUrl(runtime.config), auth: runtime.config.apiAuth }) : undefined;
-  let result: ImportResult;
-  try {
-    result = await importFile(
-      {
-        file,
-        kind: flags.kind,
-        mapFile: flags.map,
-        match: flags.match,
-        expiryFormat: flags.expiryFormat,
-        attempts: flags.attempts,
-        dryRun: flags.dryRun,
-        force: flags.force,
-        allOrNothing: flags.allOrNothing,
-        allowDuplicates: flags.allowDuplicates,
-        sendEmptyPasswords: flags.sendEmptyPasswords,
-      },
-      {
-        store: runtime.store,
-        queues: runtime.queues,
-        keyring: runtime.keyring,
-        api,
-        journal: runtime.journal,
-        logger: runtime.logger,
-        // The id comes first, before the rows are read: a long file is traceable at once.
-        onImportId: (importId, kind) => print(`import id: ${importId}`, { importId, kind }),
-      },
-    );
-  } finally {
-    await api?.close();
-  }
+  // A dry run reads offers and the end of the customer listing: from the fleet's budget, like any request.
+  const budget = createBudget(runtime.redis, runtime.store.keys, { rate: runtime.config.rate });
+  const api = flags.dryRun && runtime.config.apiUrl ? openApi(runtime, requireApiUrl(runtime.config), budget) : undefined;
+  // (The client closes with the runtime.)
+  const result: ImportResult = await importFile(
+    {
+      file,
+      kind: flags.kind,
+      mapFile: flags.map,
+      match: flags.match,
+      expiryFormat: flags.expiryFormat,
+      attempts: flags.attempts,
+      dryRun: flags.dryRun,
+      force: flags.force,
+      allOrNothing: flags.allOrNothing,
+      allowDuplicates: flags.allowDuplicates,
+      sendEmptyPasswords: flags.sendEmptyPasswords,
+    },
+    {
+      store: runtime.store,
+      queues: runtime.queues,
+      keyring: runtime.keyring,
+      api,
+      customers: runtime.customers,
+      refresh: { budget, redis: runtime.redis, prefix: runtime.config.queuePrefix },
+      journal: runtime.journal,
+      logger: runtime.logger,
+      // The id comes first, before the rows are read: a long file is traceable at once.
+      onImportId: (importId, kind) => print(`import id: ${importId}`, { importId, kind }),
+    },
+  );
 
   switch (result.outcome) {
     case 'already-imported':
@@ -122,6 +124,8 @@ export async function runImport(runtime: Runtime, file: string, flags: ImportFla
       if (result.outcome === 'dry-run') {
         for (const offer of result.offers) if (offer.problem) print(`  ${offer.problem}`, { importId: result.importId, offerCode: offer.offerCode, problem: offer.problem });
         if (flags.dryRun && !api && result.kind === 'signups') print('  offers not checked: SUBSYNC_API_URL is not set', { importId: result.importId, offersChecked: false });
+        print(describeEstimate(result.estimate, runtime.config.rate), { importId: result.importId, plan: result.estimate });
+        for (const note of result.estimate.notes) print(`  ${note}`, { importId: result.importId, planNote: note });
         print('dry run: nothing was enqueued', { importId: result.importId, dryRun: true });
         if (result.invalid > 0 || result.offers.some((o) => o.problem)) throw new FileRejectedError(file, ['the dry run found problems (above)']);
         return undefined;

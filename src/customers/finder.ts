@@ -49,13 +49,13 @@ export const matchValue = (field: string, value: string): string => (field === '
 
 export interface CustomerFinder {
   /** The plan of an import's upserts (made once, by the first row that asks). */
-  plan(importId: string, field: string): Promise<UpsertPlan>;
+  plan(importId: string, field: string, api: Pick<ApiClient, 'searchCustomers'>): Promise<UpsertPlan>;
   /**
    * The customers whose `field` equals `value`, as records to lay a row over:
    * by the plan's way; undefined when the plan is a search (the caller
    * searches by name).
    */
-  matches(importId: string, field: string, value: string, api: Pick<ApiClient, 'getCustomer'>): Promise<Customer[] | undefined>;
+  matches(importId: string, field: string, value: string, api: Pick<ApiClient, 'getCustomer' | 'searchCustomers'>): Promise<Customer[] | undefined>;
   /** After subsync changed a customer: the index follows (its keys may have moved). */
   updated(before: Customer, after: Customer): Promise<void>;
 }
@@ -89,11 +89,11 @@ export function createCustomerFinder(deps: { redis: RedisClient; prefix: string;
     return known;
   }
 
-  async function decide(importId: string, field: string): Promise<UpsertPlan> {
+  async function decide(importId: string, field: string, refresh: RefreshDeps): Promise<UpsertPlan> {
     const k = keys(importId);
     const rows = await deps.redis.scard(k.matchDigests);
-    const meta = await currentIndex(deps.refresh, now() - INDEX_FRESH_MS);
-    const total = meta?.total ?? (await searchPage(deps.refresh, { contains: '', skip: 0, take: 1 })).TotalItemCount;
+    const meta = await currentIndex(refresh, now() - INDEX_FRESH_MS);
+    const total = meta?.total ?? (await searchPage(refresh, { contains: '', skip: 0, take: 1 })).TotalItemCount;
     const scanPages = Math.ceil(total / SEARCH_PAGE_SIZE) + 1;
     if (meta?.fields.includes(field)) {
       const known = await knownRows(meta, importId, field);
@@ -102,17 +102,17 @@ export function createCustomerFinder(deps: { redis: RedisClient; prefix: string;
       // A search per row (a request or more each) costs less than reading every customer.
       return { strategy: 'search', known: 0, pages: 0, at: now() };
     }
-    await scan(importId, field);
+    await scan(importId, field, refresh);
     return { strategy: 'scan', known: 0, pages: scanPages, at: now() };
   }
 
   /** Pages every customer (rebuilding the index, with `field` among its keys) and keeps the import's customers' records. */
-  async function scan(importId: string, field: string): Promise<void> {
+  async function scan(importId: string, field: string, refresh: RefreshDeps): Promise<void> {
     const k = keys(importId);
     const wanted = new Set((await deps.redis.smembersBuffer(k.matchDigests)).map((d) => d.toString('hex')));
     await refreshFull(
       {
-        ...deps.refresh,
+        ...refresh,
         onCustomers: async (customers) => {
           const kept: string[] = [];
           for (const customer of customers) {
@@ -126,7 +126,7 @@ export function createCustomerFinder(deps: { redis: RedisClient; prefix: string;
     );
   }
 
-  async function planOnce(importId: string, field: string): Promise<UpsertPlan> {
+  async function planOnce(importId: string, field: string, refresh: RefreshDeps): Promise<UpsertPlan> {
     const k = keys(importId);
     const token = randomBytes(8).toString('hex');
     for (;;) {
@@ -134,7 +134,7 @@ export function createCustomerFinder(deps: { redis: RedisClient; prefix: string;
       if (done) return done;
       if ((await deps.redis.set(k.lock, token, 'PX', PLAN_LOCK_MS, 'NX')) === 'OK') {
         try {
-          const plan = await decide(importId, field);
+          const plan = await decide(importId, field, refresh);
           await deps.redis.hset(k.plan, { strategy: plan.strategy, known: String(plan.known), pages: String(plan.pages), at: String(plan.at) });
           return plan;
         } finally {
@@ -146,10 +146,11 @@ export function createCustomerFinder(deps: { redis: RedisClient; prefix: string;
   }
 
   const finder: CustomerFinder = {
-    plan(importId, field) {
+    plan(importId, field, api) {
       let plan = plans.get(importId);
       if (!plan) {
-        plan = planOnce(importId, field);
+        // Its requests count for the row that plans (its import's figures).
+        plan = planOnce(importId, field, { ...deps.refresh, api });
         plans.set(importId, plan);
         // A failed plan is made again by the next row.
         plan.catch(() => plans.delete(importId));
@@ -158,9 +159,9 @@ export function createCustomerFinder(deps: { redis: RedisClient; prefix: string;
     },
 
     async matches(importId, field, value, api) {
-      const plan = await finder.plan(importId, field);
+      const plan = await finder.plan(importId, field, api);
       if (plan.strategy === 'search') return undefined;
-      const meta = await currentIndex(deps.refresh, now() - INDEX_FRESH_MS);
+      const meta = await currentIndex({ ...deps.refresh, api }, now() - INDEX_FRESH_MS);
       if (!meta?.fields.includes(field)) return undefined;
       const [ids = []] = await deps.index.lookup(meta, field, [fieldKey(field, value)]);
       const records: Customer[] = [];

@@ -68,7 +68,9 @@ export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportS
   const decisions = new Map<string, Promise<IndexMeta | undefined>>();
   /** Who holds the identity, by an index current as of `after`, else by a search of the service. */
   async function holdersAsOf(person: Person, api: Pick<ApiClient, 'searchCustomers'>, importId: string, after: number): Promise<string[]> {
-    const meta = (await currentIndex(deps.refresh, after)) ?? (await decideBuild(importId, after));
+    // The requests count for the row that made them (its import's figures).
+    const refresh = { ...deps.refresh, api };
+    const meta = (await currentIndex(refresh, after)) ?? (await decideBuild(importId, after, refresh));
     if (meta) {
       const [ids = []] = await deps.index.lookup(meta, 'i', [identityKey(person)]);
       return ids;
@@ -83,16 +85,16 @@ export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportS
     }
   }
 
-  async function decideBuild(importId: string, after: number): Promise<IndexMeta | undefined> {
+  async function decideBuild(importId: string, after: number, refresh: RefreshDeps): Promise<IndexMeta | undefined> {
     let decision = decisions.get(importId);
     if (!decision) {
-      decision = deps.store.rowCount(importId).then((rows) => buildIfCheaper(deps.refresh, rows));
+      decision = deps.store.rowCount(importId).then((rows) => buildIfCheaper(refresh, rows));
       decisions.set(importId, decision);
       // A failed build is decided again by the next row.
       decision.catch(() => decisions.delete(importId));
     }
     const meta = await decision;
-    return meta && (await currentIndex(deps.refresh, after));
+    return meta && (await currentIndex(refresh, after));
   }
 
   return {

@@ -7,7 +7,10 @@ import { ACTIVE_OFFER_STATUS } from '../api/schemas/index.js';
 import type { ExpiryFormat } from '../api/rules.js';
 import { sealSecrets, type CardKeyring } from '../cards/crypto.js';
 import { CUSTOMER_ID, detectKind, loadColumnMap, planColumns, resolvePath, type ColumnPlan } from '../csv/columns.js';
-import { digestOf, fieldKey } from '../customers/identity.js';
+import { digestOf, fieldKey, identityKey } from '../customers/identity.js';
+import type { CustomerIndex } from '../customers/customerIndex.js';
+import { createEstimator, type RequestEstimate } from '../customers/estimate.js';
+import type { RefreshDeps } from '../customers/refresh.js';
 import { FileRejectedError } from '../csv/errors.js';
 import { openCsv, readHeaders, type CsvRow } from '../csv/reader.js';
 import { scanCsvBytes } from '../csv/scan.js';
@@ -17,7 +20,7 @@ import { RETRY_DEFAULTS } from '../policy.js';
 import { BATCH_JOB, batchJobOptions, batchOf, enqueueFinalize, type Queues, type RowBatchData } from '../queue/queues.js';
 import type { ImportJournal } from '../store/continuity.js';
 import type { ImportStore, LedgerEntry } from '../store/importStore.js';
-import { rowKeys } from './rowKeys.js';
+import { personOf, rowKeys } from './rowKeys.js';
 import { SeenKeys } from './seenKeys.js';
 
 const PASSWORD = 'Password';
@@ -76,7 +79,7 @@ export interface OfferCheck {
 export type ImportResult =
   | { outcome: 'enqueued'; importId: string; kind: ImportKind; rows: number; invalid: number; duplicates: number; resumed: boolean; errors: RowError[] }
   | { outcome: 'already-imported'; importId: string; kind: ImportKind }
-  | { outcome: 'dry-run'; importId: string; kind: ImportKind; rows: number; invalid: number; duplicates: number; errors: RowError[]; offers: OfferCheck[] }
+  | { outcome: 'dry-run'; importId: string; kind: ImportKind; rows: number; invalid: number; duplicates: number; errors: RowError[]; offers: OfferCheck[]; estimate: RequestEstimate }
   | { outcome: 'rejected'; importId: string; kind: ImportKind; rows: number; invalid: number; duplicates: number; errors: RowError[] };
 
 export interface ProducerDeps {
@@ -92,6 +95,9 @@ export interface ProducerDeps {
   journal?: ImportJournal;
   /** Told the import id as soon as it is known, before any row is read. */
   onImportId?: (importId: string, kind: ImportKind) => void;
+  /** For `--dry-run`'s plan and cost: the customer index, and what reading the end of the listing needs. */
+  customers?: CustomerIndex;
+  refresh?: Omit<RefreshDeps, 'api' | 'index'>;
 }
 
 /**
@@ -136,10 +142,14 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
 
   const guard = request.allowDuplicates ? undefined : new SeenKeys();
   if (request.dryRun || request.allOrNothing) {
-    const check = await validateAll(plan, file, options, kind === 'signups', request.allowDuplicates !== true);
+    const estimator = request.dryRun
+      ? createEstimator({ index: deps.customers, refresh: deps.refresh, api: deps.api, match, guard: request.allowDuplicates !== true })
+      : undefined;
+    const check = await validateAll(plan, file, options, kind === 'signups', request.allowDuplicates !== true, estimator);
     if (request.dryRun) {
       const offers = deps.api ? await checkOffers(deps.api, check.offerCodes) : [];
-      return { outcome: 'dry-run', importId, kind, rows: check.rows, invalid: check.invalid, duplicates: check.duplicates, errors: check.errors, offers };
+      const estimate = await (estimator ?? createEstimator({ index: undefined, refresh: undefined, api: undefined, match, guard: false })).finish();
+      return { outcome: 'dry-run', importId, kind, rows: check.rows, invalid: check.invalid, duplicates: check.duplicates, errors: check.errors, offers, estimate };
     }
     if (check.invalid > 0) return { outcome: 'rejected', importId, kind, rows: check.rows, invalid: check.invalid, duplicates: check.duplicates, errors: check.errors };
   } else if (!wellFormed) {
@@ -302,6 +312,7 @@ async function validateAll(
   options: RowOptions,
   collectOffers: boolean,
   guardDuplicates: boolean,
+  estimator?: ReturnType<typeof createEstimator>,
 ): Promise<{ rows: number; invalid: number; duplicates: number; errors: RowError[]; offerCodes: Set<string> }> {
   let rows = 0;
   let invalid = 0;
@@ -319,8 +330,17 @@ async function validateAll(
         if (errors.length < MAX_REPORTED_ERRORS) errors.push(...rowErrors.slice(0, MAX_REPORTED_ERRORS - errors.length));
         continue;
       }
-      if (guard && earlierRow(guard, plan, csvRow, jobNameOf(plan, csvRow.cells, options), options)) duplicates++;
-      else if (collectOffers) {
+      const name = jobNameOf(plan, csvRow.cells, options);
+      if (guard && earlierRow(guard, plan, csvRow, name, options)) {
+        duplicates++;
+        continue;
+      }
+      if (estimator) {
+        const creates = name === 'customer.create' || name === 'signup' || name === 'customer.upsert';
+        const matchKey = name === 'customer.upsert' && options.match ? fieldKey(options.match, cellOf(plan, csvRow.cells, options.match) ?? '') : undefined;
+        await estimator.add(name, creates ? identityKey(personOf(plan, csvRow.cells)) : undefined, matchKey);
+      }
+      if (collectOffers) {
         const code = cellOf(plan, csvRow.cells, 'Subscription.OfferCode');
         if (code) offerCodes.add(code);
       }

@@ -24,6 +24,10 @@ export interface ImportStatus {
   resultsDir: string | undefined;
   rowsPerSecond: number;
   apiCalls: number;
+  /** Of apiCalls: searches, reads and writes. */
+  searches: number;
+  reads: number;
+  writes: number;
   retries: number;
   rateLimited: number;
 }
@@ -52,6 +56,9 @@ export async function importStatus(store: ImportStore, importId: string, now = D
     resultsDir: record.resultsDir,
     rowsPerSecond: Math.round((counts.settled / seconds) * 10) / 10,
     apiCalls: counts.apiCalls,
+    searches: counts.searches,
+    reads: counts.reads,
+    writes: counts.apiCalls - counts.searches - counts.reads,
     retries: counts.retries,
     rateLimited: counts.rateLimited,
   };

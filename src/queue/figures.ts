@@ -5,7 +5,13 @@ import { ApiError } from '../api/errors.js';
 export interface CallFigures {
   apiCalls: number;
   rateLimited: number;
+  /** Of apiCalls: searches (GET /json/customers?contains=…) and reads (GET of one customer or offer). The rest are writes. */
+  searches: number;
+  reads: number;
 }
+
+/** Figures of nothing yet. */
+export const noCalls = (): CallFigures => ({ apiCalls: 0, rateLimited: 0, searches: 0, reads: 0 });
 
 /**
  * The API client as one row's run sees it: every call that reached an answer
@@ -15,26 +21,30 @@ export interface CallFigures {
  */
 export function countedApi(api: ApiClient, figures: CallFigures): ApiClient {
   const counted =
-    <A extends unknown[], R>(call: (...args: A) => Promise<R>) =>
+    <A extends unknown[], R>(call: (...args: A) => Promise<R>, kind?: 'searches' | 'reads') =>
     async (...args: A): Promise<R> => {
+      const count = (): void => {
+        figures.apiCalls++;
+        if (kind) figures[kind]++;
+      };
       try {
         const result = await call(...args);
-        figures.apiCalls++;
+        count();
         return result;
       } catch (error) {
         if (error instanceof ApiError) {
-          figures.apiCalls++;
+          count();
           if (error.status === 429) figures.rateLimited++;
         }
         throw error;
       }
     };
   return {
-    searchCustomers: counted(api.searchCustomers),
-    getCustomer: counted(api.getCustomer),
+    searchCustomers: counted(api.searchCustomers, 'searches'),
+    getCustomer: counted(api.getCustomer, 'reads'),
     createCustomer: counted(api.createCustomer),
     updateCustomer: counted(api.updateCustomer),
-    getOffer: counted(api.getOffer),
+    getOffer: counted(api.getOffer, 'reads'),
     signUp: counted(api.signUp),
     updatePaymentMethod: counted(api.updatePaymentMethod),
     close: () => api.close(),

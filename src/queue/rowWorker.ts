@@ -16,7 +16,7 @@ import type { CustomerFinder } from '../customers/finder.js';
 import type { CustomerGuard } from '../customers/guard.js';
 import type { ApiBudget } from './budget.js';
 import { coalesce, Slots } from './coalesce.js';
-import { countedApi, type CallFigures } from './figures.js';
+import { countedApi, noCalls, type CallFigures } from './figures.js';
 import {
   BATCH_JOB,
   ROWS_QUEUE,
@@ -136,7 +136,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
 
   const writeUnsettled = coalesce<{ row: number; entry: LedgerEntry }, boolean>((importId, rows) => store.updateUnsettledRows(importId, rows));
   const settleRow = coalesce<{ row: number; entry: LedgerEntry; figures: RunFigures; kind: ImportKind }, boolean>(async (importId, rows) => {
-    const figures: RunFigures = { apiCalls: 0, retries: 0, rateLimited: 0 };
+    const figures: RunFigures = { ...NO_FIGURES };
     for (const r of rows) addTo(figures, r.figures);
     const result = await store.settleRows(importId, rows, figures);
     rows.forEach((r, i) => {
@@ -243,7 +243,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     const attempt = after + job.attemptsMade + 1;
     const maxAttempts = after + (job.opts.attempts ?? 1);
     if (attempt > 1) observeRetry(record.kind);
-    const figures: CallFigures = { apiCalls: 0, rateLimited: 0 };
+    const figures: CallFigures = noCalls();
     const runFigures = (): RunFigures => ({ ...figures, retries: attempt > 1 ? 1 : 0 });
     // Settling adds the figures in its own round trip; a run that does not settle adds them at the end.
     let figuresAdded = false;
@@ -294,7 +294,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     if (!known || entries.some((e) => e === undefined)) throw new UnrecoverableError(`import ${importId} batch ${job.id ?? '?'} has no record or ledger entries`);
     const held = data.secrets ? heldSecrets(job, data) : undefined;
     // Figures of attempts that settled nothing here (a 429, a row handed on); settled rows carry their own.
-    const unsettled: RunFigures = { apiCalls: 0, retries: 0, rateLimited: 0 };
+    const unsettled: RunFigures = { ...NO_FIGURES };
     // Every row ends before the batch does, even when one fails (a Redis error): the batch runs
     // again only once none of its rows is still running here.
     const ended = await Promise.allSettled(
@@ -362,7 +362,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     const cells = openCells(stored, token, options.keyring);
     let current = stored;
     for (;;) {
-      const figures: CallFigures = { apiCalls: 0, rateLimited: 0 };
+      const figures: CallFigures = noCalls();
       const result = await attemptRow({ name, importId, row, known, stored: current, cells, log, deferrable: true }, figures);
       if (result.kind === 'deferred') {
         addTo(unsettled, figures);
@@ -482,6 +482,8 @@ const PREMARKED: ReadonlySet<JobName> = new Set(['customer.create', 'signup']);
 
 function addTo(total: RunFigures, figures: CallFigures & Partial<RunFigures>): void {
   total.apiCalls += figures.apiCalls;
+  total.searches += figures.searches;
+  total.reads += figures.reads;
   total.rateLimited += figures.rateLimited;
   total.retries += figures.retries ?? 0;
 }

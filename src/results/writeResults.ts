@@ -61,6 +61,10 @@ export interface ImportSummary {
   durationMs: number;
   rowsPerSecond: number;
   apiCalls: number;
+  /** Of apiCalls: searches of customers, reads of one record, and writes (creates, updates, sign-ups). */
+  searches: number;
+  reads: number;
+  writes: number;
   retries: number;
   /** Answers with status 429. */
   rateLimited: number;

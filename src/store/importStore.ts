@@ -101,6 +101,9 @@ export interface ImportCounts {
   apiCalls: number;
   retries: number;
   rateLimited: number;
+  /** Of apiCalls: searches of customers and reads of one record; the rest are writes. */
+  searches: number;
+  reads: number;
 }
 
 // Lua: whether a row's ledger entry is open (none yet, pending or sent), so it may be written.
@@ -114,7 +117,7 @@ end`;
 
 // Settles rows once each: refuses an entry already settled, so counts move once.
 // The runs' API figures are added either way (the calls were made).
-// KEYS: ledger, counts, record. ARGV: now, apiCalls, retries, rateLimited, then (row, entry JSON, status) per row.
+// KEYS: ledger, counts, record. ARGV: now, apiCalls, retries, rateLimited, searches, reads, then (row, entry JSON, status) per row.
 // Returns {settled, total, round, applied per row (1 or 0)}.
 const SETTLE_ROWS_SCRIPT = `${IS_OPEN_LUA}
 local function add(field, by)
@@ -124,9 +127,11 @@ end
 add('apiCalls', ARGV[2])
 add('retries', ARGV[3])
 add('rateLimited', ARGV[4])
+add('searches', ARGV[5])
+add('reads', ARGV[6])
 local reply = {0, 0, 0}
 local any = false
-for i = 5, #ARGV, 3 do
+for i = 7, #ARGV, 3 do
   if isOpen(KEYS[1], ARGV[i]) then
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
     redis.call('HINCRBY', KEYS[2], ARGV[i + 2], 1)
@@ -194,8 +199,11 @@ export interface RunFigures {
   apiCalls: number;
   retries: number;
   rateLimited: number;
+  /** Of apiCalls: searches and reads (the rest are writes). */
+  searches: number;
+  reads: number;
 }
-export const NO_FIGURES: RunFigures = { apiCalls: 0, retries: 0, rateLimited: 0 };
+export const NO_FIGURES: RunFigures = { apiCalls: 0, retries: 0, rateLimited: 0, searches: 0, reads: 0 };
 
 /** What settling rows told: which of them this call settled, and whether the import is now complete. */
 export interface SettleRowsResult {
@@ -227,7 +235,7 @@ export function createImportStore(redis: RedisClient, prefix: string) {
    * same round trip: a worker settles whatever rows finished together.
    */
   async function settleRows(importId: string, rows: ReadonlyArray<{ row: number; entry: LedgerEntry }>, figures: RunFigures = NO_FIGURES, now = Date.now()): Promise<SettleRowsResult> {
-    const args = [String(now), String(figures.apiCalls), String(figures.retries), String(figures.rateLimited)];
+    const args = [String(now), String(figures.apiCalls), String(figures.retries), String(figures.rateLimited), String(figures.searches), String(figures.reads)];
     for (const { row, entry } of rows) args.push(String(row), JSON.stringify(entry), entry.s);
     const reply = await settleRowsScript.run(redis, [keys.ledger(importId), keys.counts(importId), keys.importRecord(importId)], args);
     const values = numbers(reply, 3 + rows.length);
@@ -354,7 +362,8 @@ export function createImportStore(redis: RedisClient, prefix: string) {
       return { settled, complete: settled === total, round };
     },
 
-    async addFigures(importId: string, figures: RunFigures): Promise<void> {
+    async addFigures(importId: string, added: Partial<RunFigures>): Promise<void> {
+      const figures = { ...NO_FIGURES, ...added };
       if (figures.apiCalls === 0 && figures.retries === 0 && figures.rateLimited === 0) return;
       const key = keys.counts(importId);
       await redis
@@ -362,6 +371,8 @@ export function createImportStore(redis: RedisClient, prefix: string) {
         .hincrby(key, 'apiCalls', figures.apiCalls)
         .hincrby(key, 'retries', figures.retries)
         .hincrby(key, 'rateLimited', figures.rateLimited)
+        .hincrby(key, 'searches', figures.searches)
+        .hincrby(key, 'reads', figures.reads)
         .exec();
     },
 
@@ -369,7 +380,7 @@ export function createImportStore(redis: RedisClient, prefix: string) {
       const hash = await redis.hgetall(keys.counts(importId));
       const n = (field: string): number => Number(hash[field] ?? 0);
       const byStatus = Object.fromEntries(ROW_STATUSES.map((s) => [s, n(s)])) as Record<RowStatus, number>;
-      return { byStatus, settled: n('settled'), apiCalls: n('apiCalls'), retries: n('retries'), rateLimited: n('rateLimited') };
+      return { byStatus, settled: n('settled'), apiCalls: n('apiCalls'), retries: n('retries'), rateLimited: n('rateLimited'), searches: n('searches'), reads: n('reads') };
     },
 
     /**

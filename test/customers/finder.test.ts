@@ -77,3 +77,24 @@ describe('an upsert finds its customers by the cheapest plan', () => {
     expect((await pipeline.sandbox.store.duplicateIdentities()).length).toBe(0);
   });
 });
+
+describe('the dry run of an upsert', () => {
+  it('prints the plan the workers then follow, its cost within 10% of what is sent', async () => {
+    pipeline = await startPipeline({ seedCustomers: BASE });
+    await buildIndex(pipeline);
+    const existing = spread(0, BASE, 60);
+    const file = await writePopulationFile(path.join(pipeline.dataDir, 'upsert.csv'), { people: [...existing, ...spread(BASE + 1000, BASE + 5000, 60)] });
+    const api = createApiClient({ baseUrl: pipeline.sandbox.url });
+    const { store, queues, keyring, logger, customers, redis } = pipeline.runtime;
+    const dry = await importFile(
+      { file, match: 'EmailAddress', dryRun: true, sendEmptyPasswords: true },
+      { store, queues, keyring, logger, api, customers, refresh: { budget: { block: async () => undefined }, redis, prefix: pipeline.prefix } },
+    ).finally(() => api.close());
+    if (dry.outcome !== 'dry-run') throw new Error(dry.outcome);
+    expect(dry.estimate).toMatchObject({ strategy: 'scan', creates: 60, updates: 60, exist: 0, reads: 0 });
+    pipeline.sandbox.resetStats();
+    await run(pipeline, { file, match: 'EmailAddress' });
+    const sent = pipeline.sandbox.stats().requests;
+    expect(Math.abs(dry.estimate.total - sent) / sent).toBeLessThanOrEqual(0.1);
+  });
+});
