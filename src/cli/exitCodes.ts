@@ -5,6 +5,7 @@
 import { CommanderError } from 'commander';
 import { ConfigError } from '../config.js';
 import { ColumnMapError, CsvFormatError, FileRejectedError } from '../csv/errors.js';
+import { DashboardNeedsTokenError } from '../dashboard/auth.js';
 import { ExportFailedError, ExportIncompleteError } from '../export/errors.js';
 import { RetryError } from '../import/retry.js';
 import { RedisCheckError } from '../queue/redis.js';
@@ -50,6 +51,7 @@ export function exitReportFor(err: unknown): ExitReport {
   if (err instanceof ExportFailedError) return { code: EXIT_CODES.failure, message: `subsync: ${err.message}` };
   if (err instanceof RedisCheckError) return { code: EXIT_CODES.unavailable, message: `subsync: ${err.message}` };
   if (err instanceof RetryError) return { code: EXIT_CODES.usage, message: `subsync: ${err.message}` };
+  if (err instanceof DashboardNeedsTokenError) return { code: EXIT_CODES.config, message: `subsync: ${err.message}` };
   if (err instanceof ConfigError) {
     return { code: EXIT_CODES.config, message: `subsync: invalid configuration (see subsync --help):\n${indent(err.message)}` };
   }
