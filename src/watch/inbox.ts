@@ -5,10 +5,13 @@
  *
  * A file's life, one folder per step (see folders.ts):
  * 1. `inbox/<kind>/x.csv` (or `inbox/x.csv`, its kind read from its headers):
- *    taken once its size and mtime are the same on two polls in a row;
+ *    taken once its size and mtime have held for the settle time (default
+ *    5 s: a slow copy pauses) and it ends with a whole record (complete.ts);
  *    dot-files and `*.part` are never taken. Taking is a rename into
- *    `processing/<kind>/`, so a half-copied file is never read and no file is
- *    taken twice.
+ *    `processing/<kind>/`, so no file is taken twice. The size, mtime and
+ *    sha256 at the take are kept: a file that differs from them before its
+ *    import reads it, while the import reads it, or before it moves to
+ *    done/ is refused into failed/ (it changed while being imported).
  * 2. `processing/<kind>/x.csv`: imported with `importFile`. Its import id is
  *    the hash of its bytes and kind, so importing it again after a crash
  *    resumes an interrupted enqueue or finds it already imported: a file found
@@ -25,7 +28,8 @@
  * on network and container volumes. Run one watcher per inbox; for throughput,
  * run more workers.
  */
-import { rm, utimes } from 'node:fs/promises';
+import { statSync } from 'node:fs';
+import { rm, stat, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import pLimit from 'p-limit';
 import { detectKind } from '../csv/columns.js';
@@ -35,9 +39,10 @@ import { importFile } from '../import/producer.js';
 import { importStatus, type ImportStatus } from '../import/status.js';
 import { IMPORT_KINDS, type ImportKind } from '../outcomes.js';
 import type { Runtime } from '../runtime.js';
+import { inspectFile } from './complete.js';
 import { createFolders, freePath, isCode, kindFolder, listFiles, moveFile, watchFolders, writeTextFile, type FolderFile, type WatchFolders } from './folders.js';
 
-/** How often the folders are read when not told: a dropped file waits about two of these. */
+/** How often the folders are read when not told. */
 export const DEFAULT_POLL_MS = 1_000;
 /** After an unexpected error (Redis away, a file unreadable), how long before the file is tried again. */
 export const DEFAULT_RETRY_MS = 10_000;
@@ -52,6 +57,10 @@ export interface WatcherOptions {
   inbox?: string;
   /** Milliseconds between two readings of the folders. Default {@link DEFAULT_POLL_MS}. */
   pollMs?: number;
+  /** How long a file's size and mtime must hold before it is taken. Default `config.inboxSettleMs`. */
+  settleMs?: number;
+  /** The clock the settle time is measured on (tests move it). Default `Date.now`. */
+  now?: () => number;
   /** How long a processed file holding card data stays in done/, in milliseconds. Default 0: deleted at once. */
   cardRetentionMs?: number;
   /** Milliseconds before a file whose import failed unexpectedly is tried again. Default {@link DEFAULT_RETRY_MS}. */
@@ -73,8 +82,26 @@ type Tracked =
   | { state: 'rejected'; reason: string }
   | { state: 'retry'; at: number };
 
-/** A file's size and mtime at the last poll: unchanged at the next one, it is complete. */
-type Stamp = Pick<FolderFile, 'size' | 'mtimeMs'>;
+/** A file's size and mtime at the last poll, and since when they have held. */
+interface Stamp {
+  size: number;
+  mtimeMs: number;
+  since: number;
+  /** Already said in the log that it does not end with a whole record (once per stamp). */
+  toldIncomplete?: boolean;
+}
+
+/** What a file in processing/ was when taken: anything else is a file that changed while being imported. */
+interface TakenAs {
+  size: number;
+  mtimeMs: number;
+  sha256: string;
+}
+
+/** The file in processing/ is not the one taken. */
+class FileChangedError extends Error {
+  readonly code = 'FILE_CHANGED';
+}
 
 /**
  * Creates the folders, makes a first pass (which resumes whatever lies in
@@ -87,9 +114,13 @@ export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
   const pollMs = options.pollMs ?? DEFAULT_POLL_MS;
   const retryMs = options.retryMs ?? DEFAULT_RETRY_MS;
   const cardRetentionMs = options.cardRetentionMs ?? 0;
+  const settleMs = options.settleMs ?? config.inboxSettleMs;
+  const clock = options.now ?? Date.now;
   await createFolders(folders);
 
   let seen = new Map<string, Stamp>();
+  /** Files in processing/, by path: what they were when taken (or first seen there, after a restart). */
+  const takenAs = new Map<string, TakenAs>();
   const tracked = new Map<string, Tracked>();
   /** done/ files already looked at: when each is due for deletion, or never (no card data). */
   const doneFiles = new Map<string, number | undefined>();
@@ -98,25 +129,43 @@ export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
   const enqueueLimit = pLimit(1);
   const enqueues = new Set<Promise<void>>();
 
-  /** Step 1: take every inbox file that has stopped growing. */
+  /** Step 1: take every inbox file that has stopped changing and ends with a whole record. */
   async function takeCompleteFiles(): Promise<void> {
     const candidates: Array<{ file: FolderFile; kind: ImportKind | undefined }> = [];
     for (const kind of IMPORT_KINDS) for (const file of await listFiles(kindFolder(folders.inbox, kind))) candidates.push({ file, kind });
     for (const file of await listFiles(folders.inbox)) candidates.push({ file, kind: undefined });
-    const now = new Map<string, Stamp>();
+    const next = new Map<string, Stamp>();
+    const now = clock();
     for (const { file, kind } of candidates) {
       const before = seen.get(file.path);
       if (before?.size !== file.size || before.mtimeMs !== file.mtimeMs) {
-        now.set(file.path, { size: file.size, mtimeMs: file.mtimeMs });
-        if (!before) log.debug({ file: file.path }, 'inbox file seen; taken once its size and mtime hold for a poll');
+        // New, or changed since the last poll: the settle time starts again.
+        next.set(file.path, { size: file.size, mtimeMs: file.mtimeMs, since: now });
+        if (!before) log.debug({ file: file.path, settleMs }, 'inbox file seen; taken once unchanged for the settle time and ending with a whole record');
         continue;
       }
-      await guarded(file.path, () => take(file, kind));
+      next.set(file.path, before);
+      // Unchanged on two polls at least, and for the settle time.
+      if (now - before.since < settleMs) continue;
+      await guarded(file.path, () => takeIfComplete(file, kind, before));
     }
-    seen = now;
+    seen = next;
   }
 
-  async function take(file: FolderFile, folderKind: ImportKind | undefined): Promise<void> {
+  async function takeIfComplete(file: FolderFile, kind: ImportKind | undefined, stamp: Stamp): Promise<void> {
+    const inspection = await inspectFile(file.path);
+    const after = await stat(file.path);
+    // Written to while it was read: the next polls start its settle time again.
+    if (inspection.size !== file.size || after.size !== file.size || after.mtimeMs !== file.mtimeMs) return;
+    if (!inspection.complete) {
+      if (!stamp.toldIncomplete) log.warn({ file: file.path, ends: inspection.incomplete }, 'inbox file does not end with a whole record; waiting for the rest');
+      stamp.toldIncomplete = true;
+      return;
+    }
+    await take(file, kind, { size: file.size, mtimeMs: file.mtimeMs, sha256: inspection.sha256 });
+  }
+
+  async function take(file: FolderFile, folderKind: ImportKind | undefined, as: TakenAs): Promise<void> {
     let kind = folderKind;
     if (kind === undefined) {
       try {
@@ -128,9 +177,12 @@ export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
       }
     }
     const target = await freePath(kindFolder(folders.processing, kind), file.name, Date.now());
+    // Recorded first: the next pass may find it in processing/ before this one ends.
+    takenAs.set(target, as);
     try {
       await moveFile(file.path, target);
     } catch (error) {
+      takenAs.delete(target);
       // Another watcher (or the operator) took it first.
       if (isCode(error, 'ENOENT')) return;
       throw error;
@@ -149,6 +201,7 @@ export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
     }
     // Forget files that went away (moved on, or removed by hand).
     for (const [file, entry] of tracked) if (!present.has(file) && entry.state !== 'enqueuing') tracked.delete(file);
+    for (const file of takenAs.keys()) if (!present.has(file) && !tracked.has(file)) takenAs.delete(file);
   }
 
   async function advance(file: FolderFile, kind: ImportKind): Promise<void> {
@@ -166,7 +219,13 @@ export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
         log.warn({ file: file.path, importId: entry.importId }, 'import record missing from Redis; importing the file again');
         startImport(file);
       } else if (status.finished) {
-        await settle(file, kind, entry.importId, status);
+        const change = await changeOf(file.path);
+        if (change !== undefined) {
+          // The import read the file as taken; the file here is not that file any more.
+          await reject(file.path, changedText(file.name, change, `Its import ${entry.importId} read it as it was when taken and has settled: results/${entry.importId}/. The changes were not imported; import only the rows that are not in that import's results.`));
+        } else {
+          await settle(file, kind, entry.importId, status);
+        }
         tracked.delete(file.path);
       }
     }
@@ -186,15 +245,54 @@ export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
     enqueues.add(run);
   }
 
+  /**
+   * What a file in processing/ differs in from what was taken: undefined when
+   * it is the same. A file found there without a record (after a restart) is
+   * recorded as it is now.
+   */
+  async function changeOf(file: string): Promise<string | undefined> {
+    const was = takenAs.get(file);
+    const info = await stat(file);
+    if (was === undefined) {
+      takenAs.set(file, { size: info.size, mtimeMs: info.mtimeMs, sha256: (await inspectFile(file)).sha256 });
+      return undefined;
+    }
+    if (info.size !== was.size) return `its size went from ${was.size} to ${info.size} bytes`;
+    if (info.mtimeMs !== was.mtimeMs) return 'its modification time changed';
+    if ((await inspectFile(file)).sha256 !== was.sha256) return 'its content changed (same size and time)';
+    return undefined;
+  }
+
   /** Imports one file of processing/; what comes of it is left for the next pass to act on. */
   async function enqueue(file: FolderFile): Promise<Tracked> {
     let importId: string | undefined;
+    const before = await changeOf(file.path);
+    if (before !== undefined) return rejectedAsChanged(file, before, undefined);
+    const was = takenAs.get(file.path);
     try {
       const result = await importFile(
         { file: file.path, inboxFolder: path.dirname(file.path) },
         // The journal makes a file imported again after Redis lost its import read back before creating.
-        { store, queues, keyring, journal, logger: options.runtime.logger, onImportId: (id) => (importId = id) },
+        {
+          store,
+          queues,
+          keyring,
+          journal,
+          logger: options.runtime.logger,
+          onImportId: (id) => {
+            // The producer has hashed the file and queued nothing yet: a change now stops it before any row.
+            const info = statSync(file.path);
+            if (was !== undefined && (info.size !== was.size || info.mtimeMs !== was.mtimeMs)) {
+              throw new FileChangedError(`its size or modification time changed while its import id was computed (${was.size} → ${info.size} bytes)`);
+            }
+            importId = id;
+          },
+        },
       );
+      const after = await changeOf(file.path);
+      if (after !== undefined && (result.outcome === 'enqueued' || result.outcome === 'already-imported')) {
+        return rejectedAsChanged(file, after, result.outcome === 'enqueued' ? result.importId : undefined);
+      }
       if (result.outcome === 'enqueued' || result.outcome === 'already-imported') {
         const message = result.outcome === 'enqueued' ? 'inbox file enqueued' : 'inbox file already imported (same bytes); waiting for its results';
         log.info({ file: file.path, importId: result.importId, kind: result.kind }, message);
@@ -203,11 +301,21 @@ export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
       // Neither a dry run nor all-or-nothing is asked for here; kept total.
       return { state: 'rejected', reason: rejectionText(file.name, [`the import ended as ${result.outcome}`], undefined) };
     } catch (error) {
+      if (error instanceof FileChangedError) return rejectedAsChanged(file, error.message, undefined);
       if (!isRejection(error)) throw error;
       // A fault mid-file may come after some rows were queued; say so.
       const partial = importId !== undefined && (await store.getImport(importId)) !== undefined ? importId : undefined;
       return { state: 'rejected', reason: rejectionText(file.name, reasonsOf(error), partial) };
     }
+  }
+
+  function rejectedAsChanged(file: FolderFile, change: string, importId: string | undefined): Tracked {
+    log.error({ file: file.path, change, importId }, 'inbox file changed while being imported; refused');
+    const queued =
+      importId === undefined
+        ? 'Nothing of it was imported.'
+        : `Its import ${importId} had already read it and queued its rows, which may hold the changed bytes: check them with \`subsync status ${importId}\` and the results in results/${importId}/.`;
+    return { state: 'rejected', reason: changedText(file.name, change, queued) };
   }
 
   async function settle(file: FolderFile, kind: ImportKind, importId: string, status: ImportStatus): Promise<void> {
@@ -313,6 +421,17 @@ function rejectionText(name: string, reasons: readonly string[], partialImportId
     ? 'Nothing of it was imported.'
     : `Rows before the fault may have been queued already, as import ${partialImportId} (\`subsync status ${partialImportId}\`).`;
   return [`${name} was rejected at ${new Date().toISOString()}.`, ...reasons.map((reason) => `- ${reason}`), queued, 'Fix the file and drop it into the inbox again.', ''].join('\n');
+}
+
+/** The text of `<name>.error.txt` for a file that changed after it was taken. */
+function changedText(name: string, change: string, what: string): string {
+  return [
+    `${name} changed while being imported (${change}), noticed at ${new Date().toISOString()}.`,
+    'It was taken from the inbox after its size and modification time had held for the settle time and it ended with a whole record, and something wrote to it after that.',
+    what,
+    'Write files under a temporary name (x.csv.part) and rename them when complete; then drop the whole file again.',
+    '',
+  ].join('\n');
 }
 
 /** Whether a processed file holds card numbers: its headers say signups or cards. */

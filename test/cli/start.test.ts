@@ -18,7 +18,7 @@ describe('subsync start', () => {
   it('runs worker, watcher and dashboard in one process: a dropped file settles into done/ with results; exits 0 on SIGTERM', async () => {
     // The pipeline gives the sandbox, a Redis prefix and a data dir; the spawned process does the work.
     pipeline = await startPipeline({ workers: false });
-    const run = subsync(['start', '--port', '0', '--concurrency', '4', '--poll-ms', '100'], {
+    const run = subsync(['start', '--port', '0', '--concurrency', '4', '--poll-ms', '100', '--settle-ms', '0'], {
       REDIS_URL: 'redis://127.0.0.1:6379',
       SUBSYNC_QUEUE_PREFIX: pipeline.prefix,
       SUBSYNC_API_URL: pipeline.sandbox.url,

@@ -19,7 +19,8 @@ afterEach(async () => {
 
 /** A watcher on the pipeline's data dir, closed with its runtime. */
 async function watch(p: Pipeline, options: Partial<WatcherOptions> = {}): Promise<Watcher> {
-  const watcher = await startWatcher({ runtime: p.runtime, pollMs: 50, ...options });
+  // No settle time unless a test asks for one: most tests are about what follows the take.
+  const watcher = await startWatcher({ runtime: p.runtime, pollMs: 50, settleMs: 0, ...options });
   p.runtime.adopt(() => watcher.close());
   return watcher;
 }
@@ -181,5 +182,102 @@ describe('the inbox watcher, on real Redis and the sandbox', () => {
     await fileAppears(folder(pipeline, 'done', 'cards.csv'));
     await until(async () => (existsSync(folder(pipeline!, 'done', 'cards.csv')) ? undefined : true), 'cards.csv to be deleted after its retention');
     expect(await filesIn(folder(pipeline, 'done'))).toEqual(['customers.csv']);
+  });
+
+  it('takes a file only after its size and mtime have held for the settle time, measured again after each change', async () => {
+    pipeline = await startPipeline();
+    let now = 1_000_000;
+    const watcher = await watch(pipeline, { pollMs: 3_600_000, settleMs: 5_000, now: () => now });
+    const file = await drop(pipeline, 'customers/slow.csv', 'FirstName,LastName\nSlow,One\n');
+    await watcher.scan();
+    now += 4_999;
+    await watcher.scan();
+    await watcher.scan();
+    expect(existsSync(file)).toBe(true);
+    // A pause in the copy, then more: the settle time starts again from this poll.
+    await appendFile(file, 'Slow,Two\n');
+    await watcher.scan();
+    now += 4_999;
+    await watcher.scan();
+    expect(existsSync(file)).toBe(true);
+    now += 1;
+    await watcher.scan();
+    expect(existsSync(file)).toBe(false);
+    await until(async () => {
+      await watcher.scan();
+      return existsSync(folder(pipeline!, 'done', 'slow.csv')) ? true : undefined;
+    }, 'slow.csv to be done');
+    expect((await results((await finishedImports(pipeline)).get('slow.csv'))).map((r) => r.LastName)).toEqual(['One', 'Two']);
+  });
+
+  it('waits for a file written in two bursts that stops inside a quoted cell or a record, and imports every row once it is whole', async () => {
+    pipeline = await startPipeline();
+    const watcher = await watch(pipeline, { pollMs: 3_600_000 });
+    const rows = Array.from({ length: 40 }, (_, i) => `Burst,Row${i + 1},burst${i + 1}@example.com,"Suite ${i + 1}, Floor 2"`);
+    const whole = ['FirstName,LastName,EmailAddress,AddressLine1', ...rows].join('\n') + '\n';
+    // The first burst ends in the middle of row 21's quoted address.
+    const cut = whole.indexOf('"Suite 21,') + '"Suite 2'.length;
+    const file = await drop(pipeline, 'customers/bursts.csv', whole.slice(0, cut));
+    for (let i = 0; i < 4; i++) await watcher.scan();
+    expect(existsSync(file)).toBe(true);
+    expect(count(pipeline.logs(), 'inbox file does not end with a whole record; waiting for the rest')).toBe(1);
+    expect(pipeline.logs()).toContain('"ends":"inside a quoted cell"');
+
+    // Cut after a record's first cells (no quote open): not whole either.
+    const early = whole.indexOf('Burst,Row31,') + 'Burst,Row3'.length;
+    await appendFile(file, whole.slice(cut, early));
+    for (let i = 0; i < 3; i++) await watcher.scan();
+    expect(existsSync(file)).toBe(true);
+    expect(pipeline.logs()).toContain('"ends":"inside a record"');
+    expect(await pipeline.runtime.store.listImportIds()).toEqual([]);
+
+    await appendFile(file, whole.slice(early));
+    await until(async () => {
+      await watcher.scan();
+      return existsSync(folder(pipeline!, 'done', 'bursts.csv')) ? true : undefined;
+    }, 'bursts.csv to be done');
+    const imported = await results((await finishedImports(pipeline)).get('bursts.csv'));
+    expect(imported).toHaveLength(40);
+    expect(imported.map((r) => r.AddressLine1)).toEqual(rows.map((_, i) => `Suite ${i + 1}, Floor 2`));
+    expect(imported.every((r) => r._status === 'created')).toBe(true);
+    expect(await pipeline.runtime.store.listImportIds()).toHaveLength(1);
+  });
+
+  it('takes a whole file without a final line end', async () => {
+    pipeline = await startPipeline();
+    await watch(pipeline);
+    await drop(pipeline, 'customers/no-final-newline.csv', 'FirstName,LastName,EmailAddress\nNo,Newline,no.newline@example.com');
+    await fileAppears(folder(pipeline, 'done', 'no-final-newline.csv'));
+    const imported = await results((await finishedImports(pipeline)).get('no-final-newline.csv'));
+    expect(imported.map((r) => r.EmailAddress)).toEqual(['no.newline@example.com']);
+  });
+
+  it('refuses loudly a file that changes after it was taken: failed/ with an error file, never done/', async () => {
+    pipeline = await startPipeline();
+    const watcher = await watch(pipeline, { pollMs: 3_600_000 });
+    await drop(pipeline, 'customers/changing.csv', 'FirstName,LastName,EmailAddress\nChange,One,change1@example.com\n');
+    await watcher.scan();
+    await watcher.scan();
+    const taken = folder(pipeline, 'processing', 'customers', 'changing.csv');
+    expect(existsSync(taken)).toBe(true);
+    await until(async () => (count(pipeline!.logs(), 'inbox file enqueued') === 1 ? true : undefined), 'the import to be enqueued');
+    // A writer that kept its file open goes on writing after the take.
+    await appendFile(taken, 'Change,Two,change2@example.com\n');
+    const errorFile = folder(pipeline, 'failed', 'changing.csv.error.txt');
+    await until(async () => {
+      await watcher.scan();
+      return existsSync(errorFile) ? true : undefined;
+    }, 'changing.csv to be refused');
+    const text = await readFile(errorFile, 'utf8');
+    expect(text).toMatch(/^changing\.csv changed while being imported \(its size went from \d+ to \d+ bytes\)/);
+    expect(text).toContain('The changes were not imported');
+    expect(await filesIn(folder(pipeline, 'done'))).toEqual([]);
+    expect(await filesIn(folder(pipeline, 'processing', 'customers'))).toEqual([]);
+    expect(count(pipeline.logs(), 'inbox file settled')).toBe(0);
+    expect(pipeline.logs()).toContain('"msg":"inbox file rejected"');
+    // What was imported is the file as taken: the row written afterwards never reached the service.
+    const emails = pipeline.sandbox.store.customers().map((c) => c.EmailAddress);
+    expect(emails).toContain('change1@example.com');
+    expect(emails).not.toContain('change2@example.com');
   });
 });
