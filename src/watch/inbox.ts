@@ -19,8 +19,12 @@
  * 3. when the import's results are written: `done/x.csv`; a file holding card
  *    data (signups, cards) is deleted from there after the card retention
  *    (default at once). A file rejected as a whole goes to `failed/x.csv`
- *    with `failed/x.csv.error.txt` saying why. A name already taken in
- *    `done/` or `failed/` gets a timestamp suffix.
+ *    (mode 0600) with `failed/x.csv.error.txt` saying why (0600, card-number
+ *    shaped digits masked); a rejected file that holds card data (its kind, or
+ *    a Luhn-valid number anywhere in it) is deleted instead, only its error
+ *    file kept: card numbers are never kept in clear. failed/ is emptied of
+ *    files older than its retention (default 30 days). A name already taken
+ *    in `done/` or `failed/` gets a timestamp suffix.
  *
  * The watcher keeps no state of its own beyond the folders and Redis: what it
  * holds in memory (sizes seen, import ids) is recomputed after a restart.
@@ -29,7 +33,7 @@
  * run more workers.
  */
 import { statSync } from 'node:fs';
-import { rm, stat, utimes } from 'node:fs/promises';
+import { chmod, readFile, rm, stat, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import pLimit from 'p-limit';
 import { detectKind } from '../csv/columns.js';
@@ -40,12 +44,18 @@ import { importStatus, type ImportStatus } from '../import/status.js';
 import { IMPORT_KINDS, type ImportKind } from '../outcomes.js';
 import type { Runtime } from '../runtime.js';
 import { inspectFile } from './complete.js';
+import { containsCardNumber, scrubCardNumbers } from './scrub.js';
 import { createFolders, freePath, isCode, kindFolder, listFiles, moveFile, watchFolders, writeTextFile, type FolderFile, type WatchFolders } from './folders.js';
 
 /** How often the folders are read when not told. */
 export const DEFAULT_POLL_MS = 1_000;
 /** After an unexpected error (Redis away, a file unreadable), how long before the file is tried again. */
 export const DEFAULT_RETRY_MS = 10_000;
+
+/** Owner-only: what failed/ keeps may hold personal data. */
+const PRIVATE_MODE = 0o600;
+const ERROR_SUFFIX = '.error.txt';
+const DAY_MS = 86_400_000;
 
 /** Kinds whose files hold card numbers (DESIGN section 6). */
 const CARD_KINDS: ReadonlySet<ImportKind> = new Set(['signups', 'cards']);
@@ -63,6 +73,8 @@ export interface WatcherOptions {
   now?: () => number;
   /** How long a processed file holding card data stays in done/, in milliseconds. Default 0: deleted at once. */
   cardRetentionMs?: number;
+  /** How long files stay in failed/ (by the time they got there), in milliseconds. Default `config.failedRetentionDays`. */
+  failedRetentionMs?: number;
   /** Milliseconds before a file whose import failed unexpectedly is tried again. Default {@link DEFAULT_RETRY_MS}. */
   retryMs?: number;
 }
@@ -115,6 +127,7 @@ export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
   const retryMs = options.retryMs ?? DEFAULT_RETRY_MS;
   const cardRetentionMs = options.cardRetentionMs ?? 0;
   const settleMs = options.settleMs ?? config.inboxSettleMs;
+  const failedRetentionMs = options.failedRetentionMs ?? config.failedRetentionDays * DAY_MS;
   const clock = options.now ?? Date.now;
   await createFolders(folders);
 
@@ -124,6 +137,8 @@ export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
   const tracked = new Map<string, Tracked>();
   /** done/ files already looked at: when each is due for deletion, or never (no card data). */
   const doneFiles = new Map<string, number | undefined>();
+  /** failed/ files already checked for card data and mode (by name; a new file of the same name is checked again by its mtime). */
+  const failedChecked = new Map<string, number>();
   // One enqueue at a time, in the order files were taken: enqueueing is bound
   // by Redis round trips, and the operator sees files start in drop order.
   const enqueueLimit = pLimit(1);
@@ -172,7 +187,7 @@ export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
         kind = detectKind({ headers: await readHeaders(file.path), file: file.name });
       } catch (error) {
         if (!isRejection(error)) throw error;
-        await reject(file.path, rejectionText(file.name, reasonsOf(error), undefined));
+        await reject(file.path, rejectionText(file.name, reasonsOf(error), undefined), undefined);
         return;
       }
     }
@@ -209,7 +224,7 @@ export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
     if (entry === undefined || (entry.state === 'retry' && Date.now() >= entry.at)) {
       startImport(file);
     } else if (entry.state === 'rejected') {
-      await reject(file.path, entry.reason);
+      await reject(file.path, entry.reason, kind);
       tracked.delete(file.path);
     } else if (entry.state === 'waiting') {
       const status = await importStatus(store, entry.importId);
@@ -222,7 +237,7 @@ export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
         const change = await changeOf(file.path);
         if (change !== undefined) {
           // The import read the file as taken; the file here is not that file any more.
-          await reject(file.path, changedText(file.name, change, `Its import ${entry.importId} read it as it was when taken and has settled: results/${entry.importId}/. The changes were not imported; import only the rows that are not in that import's results.`));
+          await reject(file.path, changedText(file.name, change, `Its import ${entry.importId} read it as it was when taken and has settled: results/${entry.importId}/. The changes were not imported; import only the rows that are not in that import's results.`), kind);
         } else {
           await settle(file, kind, entry.importId, status);
         }
@@ -333,12 +348,69 @@ export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
     log.info({ file: file.name, importId, resultsDir, counts, done: target }, 'inbox file settled');
   }
 
-  async function reject(file: string, reason: string): Promise<void> {
+  /**
+   * A rejected file: its error file into failed/, and the file beside it,
+   * owner-only, unless it holds card data: then it is deleted, since a copy
+   * masked well enough to keep could not be imported again anyway, and a
+   * rejected file may not parse well enough to find its card cells.
+   */
+  async function reject(file: string, reason: string, kind: ImportKind | undefined): Promise<void> {
     const target = await freePath(folders.failed, path.basename(file), Date.now());
+    const cardData = (kind !== undefined && CARD_KINDS.has(kind)) || (await holdsCardData(file)) || (await containsCardNumber(file));
+    const text = scrubCardNumbers(cardData ? `${reason}${CARD_FILE_DELETED}` : reason);
     // The reason first: a file in failed/ always has its explanation beside it.
-    await writeTextFile(`${target}.error.txt`, reason);
+    await writeTextFile(`${target}${ERROR_SUFFIX}`, text, PRIVATE_MODE);
+    if (cardData) {
+      await rm(file, { force: true });
+      log.warn({ file: path.basename(file), failed: `${target}${ERROR_SUFFIX}`, reason: text }, 'inbox file rejected; deleted, as it holds card data');
+      return;
+    }
     await moveFile(file, target);
-    log.warn({ file: path.basename(file), failed: target, reason }, 'inbox file rejected');
+    await chmod(target, PRIVATE_MODE);
+    // failed/'s retention counts from when the file got there.
+    const now = new Date();
+    await utimes(target, now, now);
+    log.warn({ file: path.basename(file), failed: target, reason: text }, 'inbox file rejected');
+  }
+
+  /**
+   * Step 4: failed/ keeps nothing beyond its retention, no card data in clear
+   * (left there by an older subsync, or put there by hand) and nothing others
+   * can read.
+   */
+  async function sweepFailed(): Promise<void> {
+    const files = await listFiles(folders.failed);
+    const names = new Set(files.map((file) => file.name));
+    for (const name of failedChecked.keys()) if (!names.has(name)) failedChecked.delete(name);
+    const now = Date.now();
+    for (const file of files) {
+      await guarded(file.path, async () => {
+        if (now - file.mtimeMs >= failedRetentionMs) {
+          await rm(file.path, { force: true });
+          failedChecked.delete(file.name);
+          log.info({ file: file.name }, 'failed/ file deleted (retention over)');
+          return;
+        }
+        if (failedChecked.get(file.name) === file.mtimeMs) return;
+        if (file.name.endsWith(ERROR_SUFFIX)) {
+          const text = await readFile(file.path, 'utf8');
+          const scrubbed = scrubCardNumbers(text);
+          // Rewritten with its mtime kept: the retention still counts from its arrival.
+          if (scrubbed !== text) {
+            await writeTextFile(file.path, scrubbed, PRIVATE_MODE);
+            await utimes(file.path, new Date(file.mtimeMs), new Date(file.mtimeMs));
+            log.warn({ file: file.name }, 'failed/ error file held card-number-shaped digits; masked');
+          }
+        } else if ((await holdsCardData(file.path)) || (await containsCardNumber(file.path))) {
+          await rm(file.path, { force: true });
+          failedChecked.delete(file.name);
+          log.warn({ file: file.name }, 'failed/ file held card data in clear; deleted');
+          return;
+        }
+        await chmod(file.path, PRIVATE_MODE);
+        failedChecked.set(file.name, file.mtimeMs);
+      });
+    }
   }
 
   /** Step 3: delete files holding card data from done/ once their retention has passed. */
@@ -378,6 +450,7 @@ export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
         await takeCompleteFiles();
         await advanceProcessing();
         await sweepCardFiles();
+        await sweepFailed();
       } catch (error) {
         log.error({ err: error }, 'inbox pass failed; trying again at the next poll');
       }
@@ -391,7 +464,7 @@ export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
 
   await scan();
   schedule();
-  log.info({ inbox: folders.inbox, pollMs, cardRetentionMs }, 'watching the inbox');
+  log.info({ inbox: folders.inbox, pollMs, settleMs, cardRetentionMs, failedRetentionMs }, 'watching the inbox');
   return {
     folders,
     scan,
@@ -414,6 +487,9 @@ function isRejection(error: unknown): error is FileRejectedError | CsvFormatErro
 function reasonsOf(error: FileRejectedError | CsvFormatError | ColumnMapError): string[] {
   return error instanceof CsvFormatError ? [error.message] : error.problems;
 }
+
+/** Added to the error file of a rejected file that held card data. */
+const CARD_FILE_DELETED = 'The file held card data, so it was deleted rather than kept here: card numbers are never kept in clear. Fix your own copy and drop it again.\n';
 
 /** The text of `<name>.error.txt`. */
 function rejectionText(name: string, reasons: readonly string[], partialImportId: string | undefined): string {
