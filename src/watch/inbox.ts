@@ -99,8 +99,8 @@ interface Stamp {
   size: number;
   mtimeMs: number;
   since: number;
-  /** Already said in the log that it does not end with a whole record (once per stamp). */
-  toldIncomplete?: boolean;
+  /** Read, and found not to end with a whole record: not read again (nor logged) until it changes. */
+  incomplete?: boolean;
 }
 
 /** What a file in processing/ was when taken: anything else is a file that changed while being imported. */
@@ -168,13 +168,14 @@ export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
   }
 
   async function takeIfComplete(file: FolderFile, kind: ImportKind | undefined, stamp: Stamp): Promise<void> {
+    if (stamp.incomplete) return;
     const inspection = await inspectFile(file.path);
     const after = await stat(file.path);
     // Written to while it was read: the next polls start its settle time again.
     if (inspection.size !== file.size || after.size !== file.size || after.mtimeMs !== file.mtimeMs) return;
     if (!inspection.complete) {
-      if (!stamp.toldIncomplete) log.warn({ file: file.path, ends: inspection.incomplete }, 'inbox file does not end with a whole record; waiting for the rest');
-      stamp.toldIncomplete = true;
+      log.warn({ file: file.path, ends: inspection.incomplete }, 'inbox file does not end with a whole record; waiting for the rest');
+      stamp.incomplete = true;
       return;
     }
     await take(file, kind, { size: file.size, mtimeMs: file.mtimeMs, sha256: inspection.sha256 });
