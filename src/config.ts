@@ -159,7 +159,7 @@ export const CONFIG_VARIABLES: readonly ConfigVariable[] = [
   {
     name: 'SUBSYNC_DASHBOARD_TOKEN',
     default: undefined,
-    description: 'When set, every dashboard route requires this token.',
+    description: 'When set, every dashboard route requires this token; required when the dashboard listens beyond loopback.',
     expected: 'at least 16 characters',
     secret: true,
   },

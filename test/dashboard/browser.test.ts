@@ -161,6 +161,8 @@ describe.runIf(RUN)('dashboard in a browser', () => {
       // bull-board, on the same session: the refused row's job is kept failed (read-only there).
       await page.goto(`${dashboard.url}/queues/queue/subsync-rows?status=failed`);
       await page.getByText(`${id}-4`).first().waitFor({ timeout: 15_000 });
+      // Read-only: no button there changes a job.
+      expect(await page.getByRole('button', { name: /retry|promote|clean|remove|add|pause|empty|duplicate/i }).count()).toBe(0);
       await shot(page, '10-bull-board');
       const metrics = await page.goto(`${dashboard.url}/metrics`);
       expect(await metrics?.text()).toContain('subsync_queue_jobs{queue="subsync-rows",state="failed"}');
