@@ -137,7 +137,11 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     const next = safeNext(form.success ? form.data.next : undefined);
     if (!auth.required) return reply.redirect(next, 303);
     const wait = await throttle.blockedFor(request.ip);
-    if (wait > 0) return tooManyAttempts(reply, wait);
+    if (wait > 0) {
+      // The form again, saying how long to wait: a person at a browser reads this one.
+      reply.header('retry-after', String(retryAfterSeconds(wait)));
+      return sendLogin(reply, next, `Too many wrong tokens from this address: try again in ${retryAfterSeconds(wait)} s.`, 429);
+    }
     if (!form.success || !auth.checkToken(form.data.token)) {
       await throttle.failed(request.ip);
       runtime.logger.warn({ component: 'dashboard', ip: request.ip }, 'dashboard login refused: wrong token');
@@ -215,9 +219,11 @@ function setSessionCookie(reply: FastifyReply, value: string, request: FastifyRe
   reply.setCookie(SESSION_COOKIE, value, { path: '/', httpOnly: true, sameSite: 'strict', secure: request.protocol === 'https', maxAge: SESSION_SECONDS });
 }
 
+const retryAfterSeconds = (waitMs: number): number => Math.max(1, Math.ceil(waitMs / 1000));
+
 /** 429 after too many wrong tokens from one address, with when to try again. */
 function tooManyAttempts(reply: FastifyReply, waitMs: number): FastifyReply {
-  const seconds = Math.max(1, Math.ceil(waitMs / 1000));
+  const seconds = retryAfterSeconds(waitMs);
   return reply.code(429).header('retry-after', String(seconds)).type('text/plain').send(`too many wrong tokens from this address: try again in ${seconds} s\n`);
 }
 

@@ -462,6 +462,8 @@ describe('dashboard: hardening', () => {
     expect(blocked.status).toBe(429);
     expect(Number(blocked.headers.get('retry-after'))).toBeGreaterThan(0);
     expect(Number(blocked.headers.get('retry-after'))).toBeLessThanOrEqual(60);
+    expect(blocked.text).toMatch(/Too many wrong tokens from this address: try again in \d+ s\./);
+    expect(blocked.text).toContain('<form method="post" action="/login"');
     // The right token is no way round it: an answer that differed would tell a guess from the token.
     expect((await http.login()).status).toBe(429);
     expect(http.cookie()).toBeUndefined();
