@@ -307,7 +307,7 @@ export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
       );
       const after = await changeOf(file.path);
       if (after !== undefined && (result.outcome === 'enqueued' || result.outcome === 'already-imported')) {
-        return rejectedAsChanged(file, after, result.outcome === 'enqueued' ? result.importId : undefined);
+        return rejectedAsChanged(file, after, result.importId);
       }
       if (result.outcome === 'enqueued' || result.outcome === 'already-imported') {
         const message = result.outcome === 'enqueued' ? 'inbox file enqueued' : 'inbox file already imported (same bytes); waiting for its results';
@@ -330,7 +330,7 @@ export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
     const queued =
       importId === undefined
         ? 'Nothing of it was imported.'
-        : `Its import ${importId} had already read it and queued its rows, which may hold the changed bytes: check them with \`subsync status ${importId}\` and the results in results/${importId}/.`;
+        : `Its import ${importId} had already read it and queued its rows, which may hold the changed bytes: check them with \`subsync status ${importId}\` and, once it settles, the results in results/${importId}/.`;
     return { state: 'rejected', reason: changedText(file.name, change, queued) };
   }
 
