@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { appendFile, chmod, mkdir, readdir, readFile, rename, stat, utimes, writeFile } from 'node:fs/promises';
+import { appendFile, chmod, mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parse } from 'csv-parse/sync';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -280,6 +280,33 @@ describe('the inbox watcher, on real Redis and the sandbox', () => {
     const emails = pipeline.sandbox.store.customers().map((c) => c.EmailAddress);
     expect(emails).toContain('change1@example.com');
     expect(emails).not.toContain('change2@example.com');
+  });
+
+  it('refuses a file that changed before its import read it, with nothing of it imported', async () => {
+    pipeline = await startPipeline();
+    // The first attempt fails unexpectedly (the data dir's journal/ is a file), so the import is tried
+    // again later: the file changes in between, and the retry must find it changed before reading it.
+    const journal = folder(pipeline, 'journal');
+    await writeFile(journal, 'not a folder');
+    const watcher = await watch(pipeline, { pollMs: 3_600_000, retryMs: 0 });
+    await drop(pipeline, 'customers/retried.csv', 'FirstName,LastName,EmailAddress\nRetried,One,retried1@example.com\n');
+    await watcher.scan();
+    await watcher.scan();
+    const taken = folder(pipeline, 'processing', 'customers', 'retried.csv');
+    await until(async () => (count(pipeline!.logs(), 'inbox file could not be imported; trying again later') === 1 ? true : undefined), 'the first attempt to fail');
+    await appendFile(taken, 'Retried,Two,retried2@example.com\n');
+    await rm(journal);
+    const errorFile = folder(pipeline, 'failed', 'retried.csv.error.txt');
+    await until(async () => {
+      await watcher.scan();
+      return existsSync(errorFile) ? true : undefined;
+    }, 'retried.csv to be refused');
+    const text = await readFile(errorFile, 'utf8');
+    expect(text).toMatch(/^retried\.csv changed while being imported \(its size went from \d+ to \d+ bytes\)/);
+    expect(text).toContain('Nothing of it was imported.');
+    expect(await pipeline.runtime.store.listImportIds()).toEqual([]);
+    expect(pipeline.sandbox.store.customers().map((c) => c.EmailAddress)).not.toContain('retried1@example.com');
+    expect(count(pipeline.logs(), 'inbox file enqueued')).toBe(0);
   });
 
   it('never keeps card data in failed/: a rejected card file is deleted, its error file kept owner-only with digits masked', async () => {
