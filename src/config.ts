@@ -42,8 +42,14 @@ export interface Config {
   cardKeyId: string;
   /** SUBSYNC_CARD_KEYS_PREVIOUS: retired keys that still open card data sealed before a rotation. */
   cardKeysPrevious: Array<{ id: string; key: Buffer }>;
-  /** SUBSYNC_DASHBOARD_TOKEN: when set, every dashboard route requires it. */
+  /** SUBSYNC_DASHBOARD_TOKEN: when set, every dashboard route requires it; required when the dashboard listens beyond loopback. */
   dashboardToken?: string;
+  /** SUBSYNC_DASHBOARD_HOSTS: Host header names the dashboard answers besides localhost names and its own address (lower case, no port). */
+  dashboardHosts: string[];
+  /** SUBSYNC_INBOX_SETTLE_MS: how long an inbox file must stay unchanged before it is taken. Default {@link DEFAULT_SETTLE_MS}. */
+  inboxSettleMs: number;
+  /** SUBSYNC_FAILED_RETENTION_DAYS: how long files stay in failed/ before they are deleted. Default {@link DEFAULT_FAILED_RETENTION_DAYS}. */
+  failedRetentionDays: number;
   /** SUBSYNC_HTTP_TIMEOUT_MS: time to response headers and between body chunks. Default {@link HTTP_DEFAULTS}.requestTimeoutMs. */
   httpTimeoutMs: number;
   /** SUBSYNC_JOB_LOCK_MS: how long a row job is locked to its worker; a dead worker's job is taken over after it. Default {@link JOB_LOCK_MS}. */
@@ -72,6 +78,11 @@ export interface ConfigVariable {
   readonly secret: boolean;
 }
 
+
+/** An inbox file must stay unchanged this long before it is taken: long enough for a slow copy's pauses. */
+export const DEFAULT_SETTLE_MS = 5_000;
+/** Rejected files and their error files are deleted from failed/ after this many days. */
+export const DEFAULT_FAILED_RETENTION_DAYS = 30;
 
 /** Every variable subsync reads, in the order `--help` and the README print them. */
 export const CONFIG_VARIABLES: readonly ConfigVariable[] = [
@@ -148,9 +159,30 @@ export const CONFIG_VARIABLES: readonly ConfigVariable[] = [
   {
     name: 'SUBSYNC_DASHBOARD_TOKEN',
     default: undefined,
-    description: 'When set, every dashboard route requires this token.',
+    description: 'When set, every dashboard route requires this token; required when the dashboard listens beyond loopback.',
     expected: 'at least 16 characters',
     secret: true,
+  },
+  {
+    name: 'SUBSYNC_DASHBOARD_HOSTS',
+    default: undefined,
+    description: 'Host names (comma-separated) the dashboard answers to besides localhost names and the address it listens on; any other Host header is refused (DNS rebinding).',
+    expected: 'comma-separated host names or IP addresses without ports (IPv6 in brackets), e.g. subsync.internal,10.0.0.5',
+    secret: false,
+  },
+  {
+    name: 'SUBSYNC_INBOX_SETTLE_MS',
+    default: String(DEFAULT_SETTLE_MS),
+    description: 'How long an inbox file must stay unchanged (size and mtime) before it is taken, in milliseconds.',
+    expected: 'a whole number of milliseconds, 0 or more',
+    secret: false,
+  },
+  {
+    name: 'SUBSYNC_FAILED_RETENTION_DAYS',
+    default: String(DEFAULT_FAILED_RETENTION_DAYS),
+    description: 'How long rejected files and their error files stay in failed/ before they are deleted, in days.',
+    expected: 'a whole number of days, 1 or more',
+    secret: false,
   },
   {
     name: 'SUBSYNC_HTTP_TIMEOUT_MS',
@@ -278,6 +310,18 @@ const EnvSchema = z.object({
     .regex(/^[A-Za-z0-9_-]{1,32}$/)
     .default('k1'),
   SUBSYNC_DASHBOARD_TOKEN: z.string().min(16).optional(),
+  SUBSYNC_DASHBOARD_HOSTS: z
+    .string()
+    .transform((text) => text.split(',').map((name) => name.trim().toLowerCase()).filter((name) => name !== ''))
+    .pipe(z.array(z.string().regex(/^(?:[a-z0-9_.-]+|\[[0-9a-f:.]+\])$/)).min(1))
+    .optional(),
+  SUBSYNC_INBOX_SETTLE_MS: z
+    .string()
+    .regex(/^\d+$/)
+    .transform(Number)
+    .pipe(z.number().int().min(0).max(Number.MAX_SAFE_INTEGER))
+    .default(DEFAULT_SETTLE_MS),
+  SUBSYNC_FAILED_RETENTION_DAYS: wholeNumber.pipe(z.number().max(36_500)).default(DEFAULT_FAILED_RETENTION_DAYS),
   SUBSYNC_HTTP_TIMEOUT_MS: wholeNumber.default(HTTP_DEFAULTS.requestTimeoutMs),
   SUBSYNC_JOB_LOCK_MS: wholeNumber.pipe(z.number().min(2000)).default(JOB_LOCK_MS),
   SUBSYNC_CARD_KEYS_PREVIOUS: z
@@ -345,6 +389,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     cardKey: e.SUBSYNC_CARD_KEY,
     cardKeyId: e.SUBSYNC_CARD_KEY_ID,
     dashboardToken: e.SUBSYNC_DASHBOARD_TOKEN,
+    dashboardHosts: e.SUBSYNC_DASHBOARD_HOSTS ?? [],
+    inboxSettleMs: e.SUBSYNC_INBOX_SETTLE_MS,
+    failedRetentionDays: e.SUBSYNC_FAILED_RETENTION_DAYS,
     httpTimeoutMs: e.SUBSYNC_HTTP_TIMEOUT_MS,
     jobLockMs: e.SUBSYNC_JOB_LOCK_MS,
     cardKeysPrevious: e.SUBSYNC_CARD_KEYS_PREVIOUS ?? [],

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CONFIG_VARIABLES, ConfigError, loadConfig, requireApiUrl } from '../src/config.js';
+import { CONFIG_VARIABLES, ConfigError, DEFAULT_FAILED_RETENTION_DAYS, DEFAULT_SETTLE_MS, loadConfig, requireApiUrl } from '../src/config.js';
 import { DEFAULT_CONCURRENCY, HTTP_DEFAULTS, JOB_LOCK_MS } from '../src/policy.js';
 
 const KEY_HEX = 'a1'.repeat(32);
@@ -30,6 +30,9 @@ describe('loadConfig', () => {
       cardKey: undefined,
       cardKeyId: 'k1',
       dashboardToken: undefined,
+      dashboardHosts: [],
+      inboxSettleMs: DEFAULT_SETTLE_MS,
+      failedRetentionDays: DEFAULT_FAILED_RETENTION_DAYS,
       httpTimeoutMs: HTTP_DEFAULTS.requestTimeoutMs,
       jobLockMs: JOB_LOCK_MS,
       cardKeysPrevious: [],
@@ -50,6 +53,9 @@ describe('loadConfig', () => {
       SUBSYNC_CARD_KEY: KEY_HEX,
       SUBSYNC_CARD_KEY_ID: 'k2-2025',
       SUBSYNC_DASHBOARD_TOKEN: 'x'.repeat(16),
+      SUBSYNC_DASHBOARD_HOSTS: 'Subsync.Internal, 10.0.0.5,[fd00::1]',
+      SUBSYNC_INBOX_SETTLE_MS: '0',
+      SUBSYNC_FAILED_RETENTION_DAYS: '7',
       SUBSYNC_HTTP_TIMEOUT_MS: '20000',
       SUBSYNC_QUEUE_PREFIX: '{subsync}',
       SUBSYNC_LOG_LEVEL: 'debug',
@@ -64,6 +70,9 @@ describe('loadConfig', () => {
     expect(config.cardKey?.length).toBe(32);
     expect(config.cardKeyId).toBe('k2-2025');
     expect(config.dashboardToken).toBe('x'.repeat(16));
+    expect(config.dashboardHosts).toEqual(['subsync.internal', '10.0.0.5', '[fd00::1]']);
+    expect(config.inboxSettleMs).toBe(0);
+    expect(config.failedRetentionDays).toBe(7);
     expect(config.httpTimeoutMs).toBe(20_000);
     expect(config.queuePrefix).toBe('{subsync}');
     expect(config.logLevel).toBe('debug');
@@ -97,6 +106,13 @@ describe('loadConfig', () => {
     ['SUBSYNC_CARD_KEY_ID', 'has space', '1 to 32 characters'],
     ['SUBSYNC_CARD_KEY_ID', 'k'.repeat(33), '1 to 32 characters'],
     ['SUBSYNC_DASHBOARD_TOKEN', 'short', 'at least 16 characters'],
+    ['SUBSYNC_DASHBOARD_HOSTS', 'evil.example:8080', 'without ports'],
+    ['SUBSYNC_DASHBOARD_HOSTS', 'a b', 'without ports'],
+    ['SUBSYNC_DASHBOARD_HOSTS', ' , ', 'without ports'],
+    ['SUBSYNC_INBOX_SETTLE_MS', '-1', 'whole number of milliseconds, 0 or more'],
+    ['SUBSYNC_INBOX_SETTLE_MS', '5s', 'whole number of milliseconds, 0 or more'],
+    ['SUBSYNC_FAILED_RETENTION_DAYS', '0', 'whole number of days, 1 or more'],
+    ['SUBSYNC_FAILED_RETENTION_DAYS', '1.5', 'whole number of days, 1 or more'],
     ['SUBSYNC_HTTP_TIMEOUT_MS', '0', 'whole number of milliseconds'],
     ['SUBSYNC_HTTP_TIMEOUT_MS', 'soon', 'whole number of milliseconds'],
     ['SUBSYNC_HTTP_TIMEOUT_MS', String(JOB_LOCK_MS / 2), 'job lock'],

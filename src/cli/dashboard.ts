@@ -1,6 +1,6 @@
 /** `subsync dashboard [--port N] [--host H]`: the retry dashboard until SIGTERM/SIGINT. */
 import type { Command } from 'commander';
-import { isLoopback } from '../dashboard/auth.js';
+import { requireTokenOffLoopback } from '../dashboard/auth.js';
 import type { Runtime } from '../runtime.js';
 import { withRuntime } from './context.js';
 import { parseNonEmpty, parsePort } from './options.js';
@@ -15,7 +15,7 @@ export interface DashboardFlags {
 export function addDashboardOptions(command: Command): Command {
   return command
     .option('--port <n>', 'dashboard port (0 = any free port)', parsePort, 8080)
-    .option('--host <host>', 'dashboard address to listen on; 0.0.0.0 for every interface (then set SUBSYNC_DASHBOARD_TOKEN)', parseNonEmpty, '127.0.0.1');
+    .option('--host <host>', 'dashboard address to listen on; 0.0.0.0 for every interface (needs SUBSYNC_DASHBOARD_TOKEN)', parseNonEmpty, '127.0.0.1');
 }
 
 export function register(program: Command): void {
@@ -27,12 +27,11 @@ export function register(program: Command): void {
 /** Starts the dashboard for `flags` on `runtime`, closed with the runtime (before its connections). */
 export async function startDashboardFor(runtime: Runtime, flags: DashboardFlags): Promise<{ url: string; token: string | undefined }> {
   const token = runtime.config.dashboardToken;
-  if (!token && !isLoopback(flags.host)) {
-    runtime.logger.warn({ host: flags.host }, 'dashboard reachable beyond this machine without SUBSYNC_DASHBOARD_TOKEN: anyone who reaches it can read customer data and retry rows');
-  }
+  // Anyone who reaches it could read customer data and retry rows: refused, not warned about.
+  requireTokenOffLoopback(flags.host, token);
   // Loaded on use, so other commands do not load the web stack.
   const { startDashboard } = await import('../dashboard/server.js');
-  const dashboard = await startDashboard({ runtime, host: flags.host, port: flags.port, token });
+  const dashboard = await startDashboard({ runtime, host: flags.host, port: flags.port, token, hosts: runtime.config.dashboardHosts });
   runtime.adopt(() => dashboard.close());
   runtime.logger.info({ url: dashboard.url, auth: token ? 'token' : 'none' }, 'dashboard started');
   return { url: dashboard.url, token };
@@ -45,5 +44,5 @@ export async function runDashboard(flags: DashboardFlags): Promise<void> {
     process.stdout.write(`dashboard: ${url}${token ? ' (token required)' : ''}\nSIGTERM or Ctrl-C stops it\n`);
     const received = await signal;
     runtime.logger.info({ signal: received }, 'dashboard stopping');
-  });
+  }, {}, (config) => requireTokenOffLoopback(flags.host, config.dashboardToken));
 }

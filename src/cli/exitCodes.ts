@@ -2,9 +2,12 @@
  * Exit codes, mapped from error classes in this one place (STYLE habit 9).
  * Commands throw; they never call `process.exit` with a number of their own.
  */
+import { statSync } from 'node:fs';
+import path from 'node:path';
 import { CommanderError } from 'commander';
 import { ConfigError } from '../config.js';
 import { ColumnMapError, CsvFormatError, FileRejectedError } from '../csv/errors.js';
+import { DashboardNeedsTokenError } from '../dashboard/auth.js';
 import { ExportFailedError, ExportIncompleteError } from '../export/errors.js';
 import { RetryError } from '../import/retry.js';
 import { RedisCheckError } from '../queue/redis.js';
@@ -38,10 +41,16 @@ export interface ExitReport {
   message?: string;
 }
 
-/** Maps an error thrown by a command to its exit code and message. */
-export function exitReportFor(err: unknown): ExitReport {
+/**
+ * Maps an error thrown by a command to its exit code and message. `argv` is
+ * the command line after `subsync` (default: this process's): a file the
+ * operator named that cannot be read is a rejected file, not a failure.
+ */
+export function exitReportFor(err: unknown, argv: readonly string[] = process.argv.slice(2)): ExitReport {
   // commander has already printed its own message (or the help / version).
   if (err instanceof CommanderError) return { code: err.exitCode === 0 ? EXIT_CODES.ok : EXIT_CODES.usage };
+  const unreadable = unreadableFileArgument(err, argv);
+  if (unreadable !== undefined) return { code: EXIT_CODES.rejectedFile, message: `subsync: ${unreadable}` };
   if (err instanceof FileRejectedError || err instanceof CsvFormatError || err instanceof ColumnMapError) {
     return { code: EXIT_CODES.rejectedFile, message: `subsync: ${err.message}` };
   }
@@ -50,11 +59,51 @@ export function exitReportFor(err: unknown): ExitReport {
   if (err instanceof ExportFailedError) return { code: EXIT_CODES.failure, message: `subsync: ${err.message}` };
   if (err instanceof RedisCheckError) return { code: EXIT_CODES.unavailable, message: `subsync: ${err.message}` };
   if (err instanceof RetryError) return { code: EXIT_CODES.usage, message: `subsync: ${err.message}` };
+  if (err instanceof DashboardNeedsTokenError) return { code: EXIT_CODES.config, message: `subsync: ${err.message}` };
   if (err instanceof ConfigError) {
     return { code: EXIT_CODES.config, message: `subsync: invalid configuration (see subsync --help):\n${indent(err.message)}` };
   }
   const text = err instanceof Error ? (err.stack ?? `${err.name}: ${err.message}`) : String(err);
   return { code: EXIT_CODES.failure, message: `subsync: ${text}` };
+}
+
+/** Commands whose operands are files to read: `import FILE`. */
+const FILE_COMMANDS: ReadonlySet<string> = new Set(['import']);
+
+/**
+ * Why a file named on the command line could not be read, when `err` is the
+ * file system saying so (missing, a directory, not reachable): one line for
+ * the operator. Undefined for any other error, which stays unexpected. EISDIR
+ * carries no path, so the operands are looked at for a directory.
+ */
+function unreadableFileArgument(err: unknown, argv: readonly string[]): string | undefined {
+  if (!(err instanceof Error) || !('code' in err) || typeof err.code !== 'string') return undefined;
+  if (argv[0] === undefined || !FILE_COMMANDS.has(argv[0])) return undefined;
+  const operands = argv.slice(1).filter((arg) => !arg.startsWith('-'));
+  const errPath = 'path' in err && typeof err.path === 'string' ? path.resolve(err.path) : undefined;
+  const named = operands.find((operand) => errPath !== undefined && path.resolve(operand) === errPath);
+  switch (err.code) {
+    case 'ENOENT':
+      return named === undefined ? undefined : `${named}: no such file`;
+    case 'ENOTDIR':
+      return named === undefined ? undefined : `${named}: no such file (a part of its path is not a folder)`;
+    case 'EACCES':
+      return named === undefined ? undefined : `${named}: permission denied`;
+    case 'EISDIR': {
+      const folder = named ?? operands.find((operand) => isDirectory(operand));
+      return folder === undefined ? undefined : `${folder}: is a folder, not a CSV file`;
+    }
+    default:
+      return undefined;
+  }
+}
+
+function isDirectory(file: string): boolean {
+  try {
+    return statSync(file).isDirectory();
+  } catch {
+    return false;
+  }
 }
 
 function indent(text: string): string {

@@ -7,6 +7,7 @@
  */
 import type { Command } from 'commander';
 import { requireApiUrl } from '../config.js';
+import { requireTokenOffLoopback } from '../dashboard/auth.js';
 import { startWorkers } from '../runtime.js';
 import { withRuntime } from './context.js';
 import { addDashboardOptions, startDashboardFor, type DashboardFlags } from './dashboard.js';
@@ -42,5 +43,6 @@ export async function runStart(flags: StartFlags): Promise<void> {
     );
     const received = await signal;
     runtime.logger.info({ signal: received }, 'stopping: dashboard, watcher, then workers (active jobs finish)');
-  });
+    // Checked before Redis is opened and any worker starts: a dashboard that may not start stops the whole process.
+  }, {}, (config) => requireTokenOffLoopback(flags.host, config.dashboardToken));
 }

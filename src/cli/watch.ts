@@ -16,6 +16,10 @@ export interface WatchFlags {
   inbox?: string;
   cardRetention: number;
   pollMs: number;
+  /** Unset: SUBSYNC_INBOX_SETTLE_MS. */
+  settleMs?: number;
+  /** Days; unset: SUBSYNC_FAILED_RETENTION_DAYS. */
+  failedRetention?: number;
 }
 
 /** Declares the watcher's flags on `command` (`watch` and `start` take the same). */
@@ -23,7 +27,15 @@ export function addWatchOptions(command: Command): Command {
   return command
     .option('--inbox <dir>', 'the inbox folder, with customers/, signups/ and cards/ inside (default: <SUBSYNC_DATA_DIR>/inbox)', parseNonEmpty)
     .option('--card-retention <seconds>', 'how long a processed file holding card data (signups, cards) stays in done/ before it is deleted', parseNonNegativeInt, 0)
-    .option('--poll-ms <ms>', 'how often the inbox is read, in milliseconds', parsePollMs, DEFAULT_POLL_MS);
+    .option('--poll-ms <ms>', 'how often the inbox is read, in milliseconds', parsePollMs, DEFAULT_POLL_MS)
+    .option('--failed-retention <days>', 'how long rejected files and their error files stay in failed/, in days (default: SUBSYNC_FAILED_RETENTION_DAYS, 30)', parseDays)
+    .option('--settle-ms <ms>', 'how long a file must stay unchanged (size and mtime) before it is taken, in milliseconds (default: SUBSYNC_INBOX_SETTLE_MS, 5000)', parseNonNegativeInt);
+}
+
+function parseDays(value: string): number {
+  const days = parseNonNegativeInt(value);
+  if (days < 1) throw new InvalidArgumentError('expected a whole number of days, 1 or more');
+  return days;
 }
 
 /** Below 10 ms the folders would be read in a busy loop. */
@@ -35,7 +47,14 @@ function parsePollMs(value: string): number {
 
 /** Starts the watcher for `flags` on `runtime`, closed with the runtime (before its connections). */
 export async function startWatcherFor(runtime: Runtime, flags: WatchFlags): Promise<Watcher> {
-  const watcher = await startWatcher({ runtime, inbox: flags.inbox, pollMs: flags.pollMs, cardRetentionMs: flags.cardRetention * 1000 });
+  const watcher = await startWatcher({
+    runtime,
+    inbox: flags.inbox,
+    pollMs: flags.pollMs,
+    settleMs: flags.settleMs ?? runtime.config.inboxSettleMs,
+    cardRetentionMs: flags.cardRetention * 1000,
+    failedRetentionMs: (flags.failedRetention ?? runtime.config.failedRetentionDays) * 86_400_000,
+  });
   runtime.adopt(() => watcher.close());
   return watcher;
 }

@@ -8,18 +8,22 @@
  *   (both sides hashed first, so not even the length leaks).
  * - The session cookie is `<nonce>.<HMAC(key, nonce)>`, HttpOnly and
  *   SameSite=Strict; the key derives from the token, so changing the token
- *   ends every session. Nothing is stored server-side.
+ *   ends every session. With a token, a session is also kept in Redis
+ *   (src/dashboard/sessions.ts): it expires there, and logging out ends it.
  * - Forms carry a CSRF token, HMAC(key, "csrf" + nonce) of the session's
  *   nonce, checked on every POST, and a POST whose Origin (or, without one,
  *   Sec-Fetch-Site) is another site is refused. Without a dashboard token
  *   there is still a session cookie, for the CSRF token; its key is random
  *   per process. A request authenticated by the bearer header needs no CSRF
  *   token: a browser never adds that header by itself.
- * - Bound to a loopback address, the dashboard answers only requests whose
- *   Host is a loopback name, so a web page cannot reach it through DNS
- *   rebinding (its Host would be the attacker's name).
+ * - The dashboard answers only requests whose Host is a localhost name, the
+ *   address it listens on (every interface's address when it listens on all),
+ *   or a name of SUBSYNC_DASHBOARD_HOSTS, so a web page cannot reach it
+ *   through DNS rebinding (its Host would be the attacker's name).
+ * - Listening beyond loopback needs a token: {@link requireTokenOffLoopback}.
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { networkInterfaces } from 'node:os';
 
 export const SESSION_COOKIE = 'subsync_session';
 
@@ -103,7 +107,67 @@ export function sameOrigin(headers: { origin?: string | undefined; host?: string
   return site === undefined || site === 'same-origin' || site === 'none';
 }
 
-/** A local path to return to after logging in: only paths of this site, never `//elsewhere`. */
+/**
+ * A local path to return to after logging in, else `/`. Only printable ASCII
+ * starting with one `/`, no backslash anywhere, and the same once
+ * percent-decoded: browsers drop tabs and newlines from a Location and read
+ * `\` as `/`, so `/\t/evil.example` or `/%5C/evil.example` would leave the site.
+ */
 export function safeNext(next: unknown): string {
-  return typeof next === 'string' && /^\/(?![/\\])/.test(next) ? next : '/';
+  if (typeof next !== 'string' || next.length > 2048) return '/';
+  const unsafe = (path: string): boolean => !/^\/(?![/\\])/.test(path) || /[^\x21-\x7e]|\\/.test(path);
+  if (unsafe(next)) return '/';
+  let decoded: string;
+  try {
+    decoded = decodeURIComponent(next);
+  } catch {
+    return '/';
+  }
+  if (!/^\/(?![/\\])/.test(decoded) || /[\x00-\x1f\x7f\\]/.test(decoded)) return '/';
+  // A last guard: resolved against any origin, it must stay on that origin.
+  const base = 'http://dashboard.invalid';
+  return new URL(next, base).origin === base ? next : '/';
+}
+
+/** The dashboard is to listen beyond this machine without SUBSYNC_DASHBOARD_TOKEN: refused at start (exit 78). */
+export class DashboardNeedsTokenError extends Error {
+  readonly code = 'DASHBOARD_NEEDS_TOKEN';
+  constructor(host: string) {
+    super(`the dashboard on ${host} (not a loopback address) needs SUBSYNC_DASHBOARD_TOKEN (16+ characters, e.g. \`openssl rand -hex 16\`); or listen on 127.0.0.1`);
+    this.name = 'DashboardNeedsTokenError';
+  }
+}
+
+/** Refuses a dashboard bound beyond loopback without a token: anyone who reaches it could read customer data. */
+export function requireTokenOffLoopback(host: string, token: string | undefined): void {
+  if ((token === undefined || token === '') && !isLoopback(host)) throw new DashboardNeedsTokenError(host);
+}
+
+const WILDCARD_ADDRESSES: ReadonlySet<string> = new Set(['0.0.0.0', '::', '[::]']);
+
+/**
+ * The Host names the dashboard answers to: localhost names, the address it
+ * listens on (for 0.0.0.0 or ::, the address of every interface of this
+ * machine), and `extra` (SUBSYNC_DASHBOARD_HOSTS). Lower case, IPv6 in brackets.
+ */
+export function allowedHosts(bound: string, extra: readonly string[]): ReadonlySet<string> {
+  const hosts = new Set<string>(['localhost', '127.0.0.1', '[::1]']);
+  const add = (address: string): void => {
+    const name = address.toLowerCase();
+    hosts.add(name.includes(':') && !name.startsWith('[') ? `[${name}]` : name);
+  };
+  if (WILDCARD_ADDRESSES.has(bound)) {
+    for (const entries of Object.values(networkInterfaces())) for (const entry of entries ?? []) add(entry.address.replace(/%.*$/, ''));
+  } else {
+    add(bound);
+  }
+  for (const name of extra) add(name);
+  return hosts;
+}
+
+/** Whether a Host header names one of `allowed` (any port), or a loopback address. */
+export function hostAllowed(header: string | undefined, allowed: ReadonlySet<string>): boolean {
+  if (header === undefined || header === '') return false;
+  const name = hostName(header).toLowerCase();
+  return allowed.has(name) || /^127\.\d+\.\d+\.\d+$/.test(name);
 }

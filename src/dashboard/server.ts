@@ -3,6 +3,10 @@
  * bull-board at /queues, Prometheus at /metrics, every route behind
  * SUBSYNC_DASHBOARD_TOKEN when it is set (src/dashboard/auth.ts).
  *
+ * Every request's Host must be one the dashboard answers to (DNS
+ * rebinding); listening beyond loopback needs the token; sessions live in
+ * Redis (src/dashboard/sessions.ts); bull-board is read-only.
+ *
  * Routes (all GET unless said):
  * - `/` imports, live progress; `/api/imports`, `/api/imports/:id` (JSON polled by the pages)
  * - `/imports/:id` an import and its rows that did not succeed; POST `/imports/:id/retry`
@@ -11,7 +15,7 @@
  * - `/exports`, `/exports/:name` runs, manifests, downloads; the schedule
  * - `/queue-health`, `/api/queue-health`
  * - `/metrics` Prometheus text
- * - `/queues` bull-board
+ * - `/queues` bull-board (read-only)
  * - `/login` (GET, POST), POST `/logout`; `/assets/dashboard.css` (public: the login page uses it), `/assets/dashboard.js`
  */
 import { createBullBoard } from '@bull-board/api';
@@ -23,12 +27,13 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type
 import { z } from 'zod';
 import type { Runtime } from '../runtime.js';
 import { DASHBOARD_CSS, DASHBOARD_JS } from './assets.js';
-import { createAuth, hostName, isLoopback, safeNext, sameOrigin, SESSION_COOKIE, type DashboardAuth } from './auth.js';
+import { allowedHosts, createAuth, hostAllowed, requireTokenOffLoopback, safeNext, sameOrigin, SESSION_COOKIE, type DashboardAuth } from './auth.js';
 import { PAGE_CSP, sendPage, type DashboardContext, type Session } from './context.js';
 import { html, page } from './html.js';
 import { importRoutes } from './imports.js';
 import { createScrape } from './metrics.js';
 import { pageRoutes } from './pages.js';
+import { redisLoginThrottle, redisSessions, SESSION_SECONDS, type LoginThrottle, type SessionStore } from './sessions.js';
 
 export interface DashboardOptions {
   runtime: Runtime;
@@ -36,8 +41,10 @@ export interface DashboardOptions {
   host: string;
   /** 0 picks a free port (read it back from `url`). */
   port: number;
-  /** SUBSYNC_DASHBOARD_TOKEN: when set, every route requires it. */
+  /** SUBSYNC_DASHBOARD_TOKEN: when set, every route requires it; required unless `host` is a loopback address. */
   token?: string;
+  /** SUBSYNC_DASHBOARD_HOSTS: Host names answered besides localhost names and the bound address. */
+  hosts?: readonly string[];
 }
 
 export interface Dashboard {
@@ -48,38 +55,50 @@ export interface Dashboard {
 
 /** Paths served without the token: the login form and the stylesheet it uses. */
 const PUBLIC_PATHS: ReadonlySet<string> = new Set(['/login', '/assets/dashboard.css']);
-/** A session lasts this long without logging in again. */
-const SESSION_SECONDS = 12 * 3600;
+/** bull-board's pages and their API reads; anything else there (retry, clean, pause, add) is refused. */
+const READ_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD']);
 const UNSAFE_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const LoginFormSchema = z.object({ token: z.string().default(''), next: z.string().optional() });
 
-export async function startDashboard(options: { runtime: Runtime; host: string; port: number; token?: string }): Promise<Dashboard> {
+export async function startDashboard(options: DashboardOptions): Promise<Dashboard> {
   const { runtime } = options;
   const token = options.token === '' ? undefined : options.token;
+  requireTokenOffLoopback(options.host, token);
   const auth = createAuth(token);
+  const sessions = redisSessions(runtime.redis, runtime.config.queuePrefix);
+  const throttle = redisLoginThrottle(runtime.redis, runtime.config.queuePrefix);
+  const hosts = allowedHosts(options.host, options.hosts ?? runtime.config.dashboardHosts);
   const ctx: DashboardContext = { runtime, auth };
   const logger: FastifyBaseLogger = runtime.logger.child({ component: 'dashboard' });
   const app = Fastify({
     loggerInstance: logger,
     logController: new LogController({ disableRequestLogging: true }),
-    // Behind a proxy, run it on the same machine; the Host check below uses the Host header as received.
+    // Behind a proxy, run it on the same machine; the Host check and the login throttle use the request as received.
     trustProxy: false,
   });
   await app.register(fastifyCookie);
   await app.register(fastifyFormbody);
   app.decorateRequest('dashboardSession', null);
 
-  const loopbackOnly = isLoopback(options.host);
   app.addHook('onRequest', async (request, reply) => {
     // Personal data on every page: nothing is cached, nothing is framed.
     reply.header('cache-control', 'no-store').header('x-content-type-options', 'nosniff').header('x-frame-options', 'DENY').header('referrer-policy', 'same-origin');
-    if (loopbackOnly && !isLoopback(hostName(request.headers.host ?? ''))) {
-      return reply.code(421).type('text/plain').send('this dashboard answers only to localhost names (start it with --host to serve others)\n');
+    // Always, whatever the address: a page of another site reaching here through DNS rebinding sends its own name.
+    if (!hostAllowed(request.headers.host, hosts)) {
+      return reply.code(421).type('text/plain').send('this dashboard does not answer to that host name (add it to SUBSYNC_DASHBOARD_HOSTS)\n');
     }
-    const session = sessionOf(auth, request, reply);
-    request.dashboardSession = session ?? null;
     const path = request.url.split('?')[0] ?? '/';
+    if (auth.required && request.headers.authorization !== undefined) {
+      const wait = await throttle.blockedFor(request.ip);
+      if (wait > 0) return tooManyAttempts(reply, wait);
+    }
+    const session = await sessionOf(auth, sessions, throttle, request, reply);
+    request.dashboardSession = session ?? null;
     if (session === undefined && !PUBLIC_PATHS.has(path)) return unauthorized(request, reply);
+    // bull-board is for looking: a retry there would skip the ledger, and a control job could be made to write files anywhere.
+    if ((path === '/queues' || path.startsWith('/queues/')) && !READ_METHODS.has(request.method)) {
+      return reply.code(403).type('text/plain').send('bull-board is read-only here: retry rows from the import\'s page\n');
+    }
     return undefined;
   });
   // After the body is parsed: forms carry their CSRF token in it.
@@ -117,14 +136,27 @@ export async function startDashboard(options: { runtime: Runtime; host: string; 
     const form = LoginFormSchema.safeParse(request.body);
     const next = safeNext(form.success ? form.data.next : undefined);
     if (!auth.required) return reply.redirect(next, 303);
+    const wait = await throttle.blockedFor(request.ip);
+    if (wait > 0) {
+      // The form again, saying how long to wait: a person at a browser reads this one.
+      reply.header('retry-after', String(retryAfterSeconds(wait)));
+      return sendLogin(reply, next, `Too many wrong tokens from this address: try again in ${retryAfterSeconds(wait)} s.`, 429);
+    }
     if (!form.success || !auth.checkToken(form.data.token)) {
+      await throttle.failed(request.ip);
       runtime.logger.warn({ component: 'dashboard', ip: request.ip }, 'dashboard login refused: wrong token');
       return sendLogin(reply, next, 'That is not the dashboard token.', 401);
     }
-    setSessionCookie(reply, auth.newSession(), request);
+    const cookie = auth.newSession();
+    const nonce = auth.sessionNonce(cookie);
+    if (nonce !== undefined) await sessions.open(nonce);
+    setSessionCookie(reply, cookie, request);
     return reply.redirect(next, 303);
   });
   app.post('/logout', async (request, reply) => {
+    // Ended on the server: the cookie, even copied elsewhere, is no session any more.
+    const nonce = request.dashboardSession?.nonce;
+    if (auth.required && nonce !== undefined) await sessions.end(nonce);
     reply.clearCookie(SESSION_COOKIE, { path: '/' });
     return auth.required ? reply.redirect('/login', 303) : reply.redirect('/', 303);
   });
@@ -166,12 +198,17 @@ ${error ? html`<p class="notice error">${error}</p>` : undefined}
  * bearer header nor a valid session cookie proves it. Without a token,
  * everyone is let in, and a session cookie is handed out for the CSRF token.
  */
-function sessionOf(auth: DashboardAuth, request: FastifyRequest, reply: FastifyReply): Session | undefined {
-  const nonce = auth.sessionNonce(request.cookies[SESSION_COOKIE]);
+async function sessionOf(auth: DashboardAuth, sessions: SessionStore, throttle: LoginThrottle, request: FastifyRequest, reply: FastifyReply): Promise<Session | undefined> {
+  const signed = auth.sessionNonce(request.cookies[SESSION_COOKIE]);
   if (auth.required) {
+    // A signed cookie is a session only while the server still holds it (not logged out, not expired).
+    const nonce = signed !== undefined && (await sessions.isOpen(signed)) ? signed : undefined;
     if (auth.bearerOk(request.headers.authorization)) return { nonce, viaBearer: true };
+    // A wrong bearer token is a guess like a wrong login.
+    if (request.headers.authorization !== undefined) await throttle.failed(request.ip);
     return nonce === undefined ? undefined : { nonce, viaBearer: false };
   }
+  const nonce = signed;
   if (nonce !== undefined) return { nonce, viaBearer: false };
   const cookie = auth.newSession();
   setSessionCookie(reply, cookie, request);
@@ -180,6 +217,14 @@ function sessionOf(auth: DashboardAuth, request: FastifyRequest, reply: FastifyR
 
 function setSessionCookie(reply: FastifyReply, value: string, request: FastifyRequest): void {
   reply.setCookie(SESSION_COOKIE, value, { path: '/', httpOnly: true, sameSite: 'strict', secure: request.protocol === 'https', maxAge: SESSION_SECONDS });
+}
+
+const retryAfterSeconds = (waitMs: number): number => Math.max(1, Math.ceil(waitMs / 1000));
+
+/** 429 after too many wrong tokens from one address, with when to try again. */
+function tooManyAttempts(reply: FastifyReply, waitMs: number): FastifyReply {
+  const seconds = retryAfterSeconds(waitMs);
+  return reply.code(429).header('retry-after', String(seconds)).type('text/plain').send(`too many wrong tokens from this address: try again in ${seconds} s\n`);
 }
 
 /** 401: the login form for a browser asking for a page, a line of text for everything else. */
@@ -191,16 +236,19 @@ function unauthorized(request: FastifyRequest, reply: FastifyReply): FastifyRepl
 }
 
 /**
- * bull-board at /queues, behind the same hooks. The rows queue is read-only
- * there: a row is retried from the import's page, which reopens its ledger
- * entry (a job retried behind the ledger's back would find its row settled
- * and do nothing). The control queue (results, exports) may be retried.
+ * bull-board at /queues, behind the same hooks, every queue read-only (and
+ * the hook above refuses any other method than GET there). A row is retried
+ * from the import's page, which reopens its ledger entry (a job retried
+ * behind the ledger's back would find its row settled and do nothing). The
+ * control queue is read-only too: its jobs carry options such as an export's
+ * output folder, and a retried or duplicated job would write the whole
+ * customer export wherever its data says.
  */
 async function registerBullBoard(app: FastifyInstance, runtime: Runtime): Promise<void> {
   const adapter = new FastifyAdapter();
   adapter.setBasePath('/queues');
   createBullBoard({
-    queues: [new BullMQAdapter(runtime.queues.rows, { readOnlyMode: true }), new BullMQAdapter(runtime.queues.control)],
+    queues: [new BullMQAdapter(runtime.queues.rows, { readOnlyMode: true }), new BullMQAdapter(runtime.queues.control, { readOnlyMode: true })],
     serverAdapter: adapter,
     options: { uiConfig: { boardTitle: 'subsync' } },
   });

@@ -6,7 +6,9 @@
  * - `inbox/` (and `inbox/<kind>/`): dropped by operators, not yet taken;
  * - `processing/<kind>/`: taken, its import enqueued or under way;
  * - `done/`: its import settled and the results are written;
- * - `failed/`: the whole file was rejected; `<name>.error.txt` beside it says why.
+ * - `failed/`: the whole file was rejected; `<name>.error.txt` says why, and
+ *   the file itself is beside it unless it held card data (then deleted).
+ *   Everything there is owner-only (0600) and deleted after the retention.
  */
 import { randomBytes } from 'node:crypto';
 import { copyFile, mkdir, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
@@ -123,10 +125,11 @@ export async function moveFile(from: string, to: string): Promise<void> {
 }
 
 /** Writes a small text file under a hidden temporary name, then renames it into place. */
-export async function writeTextFile(file: string, text: string): Promise<void> {
+export async function writeTextFile(file: string, text: string, mode = 0o644): Promise<void> {
   const temp = hiddenTempPath(file);
   try {
-    await writeFile(temp, text, 'utf8');
+    // The mode is set at creation: the text is never readable by others, not even for a moment.
+    await writeFile(temp, text, { encoding: 'utf8', mode });
     await rename(temp, file);
   } finally {
     await rm(temp, { force: true });

@@ -18,7 +18,7 @@ describe('subsync start', () => {
   it('runs worker, watcher and dashboard in one process: a dropped file settles into done/ with results; exits 0 on SIGTERM', async () => {
     // The pipeline gives the sandbox, a Redis prefix and a data dir; the spawned process does the work.
     pipeline = await startPipeline({ workers: false });
-    const run = subsync(['start', '--port', '0', '--concurrency', '4', '--poll-ms', '100'], {
+    const run = subsync(['start', '--port', '0', '--concurrency', '4', '--poll-ms', '100', '--settle-ms', '0'], {
       REDIS_URL: 'redis://127.0.0.1:6379',
       SUBSYNC_QUEUE_PREFIX: pipeline.prefix,
       SUBSYNC_API_URL: pipeline.sandbox.url,
@@ -44,5 +44,21 @@ describe('subsync start', () => {
     run.child.kill('SIGTERM');
     expect((await run.exited).code).toBe(0);
     expect(run.stderr()).toContain('"msg":"stopping: dashboard, watcher, then workers (active jobs finish)"');
+  });
+
+  it('refuses --host 0.0.0.0 without SUBSYNC_DASHBOARD_TOKEN before starting anything: exit 78, one line', async () => {
+    pipeline = await startPipeline({ workers: false });
+    const run = subsync(['start', '--host', '0.0.0.0', '--port', '0'], {
+      REDIS_URL: 'redis://127.0.0.1:6379',
+      SUBSYNC_QUEUE_PREFIX: pipeline.prefix,
+      SUBSYNC_API_URL: pipeline.sandbox.url,
+      SUBSYNC_DATA_DIR: pipeline.dataDir,
+      SUBSYNC_LOG_LEVEL: 'warn',
+    });
+    expect((await run.exited).code).toBe(78);
+    expect(run.stderr()).toMatch(/^subsync: the dashboard on 0\.0\.0\.0 \(not a loopback address\) needs SUBSYNC_DASHBOARD_TOKEN[^\n]*\n$/);
+    expect(run.stdout()).toBe('');
+    // No watcher ran: it would have made the inbox.
+    expect(existsSync(path.join(pipeline.dataDir, 'inbox'))).toBe(false);
   });
 });

@@ -2,11 +2,12 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parse } from 'csv-parse/sync';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Dashboard } from '../../src/dashboard/server.js';
+import { DashboardNeedsTokenError, safeNext } from '../../src/dashboard/auth.js';
+import { startDashboard, type Dashboard } from '../../src/dashboard/server.js';
 import { startTestDashboard, TOKEN } from '../support/dashboard.js';
 import { importAndFinish, SIGNUPS_CSV, waitFinished } from '../support/imports.js';
 import { rawRequest } from '../support/http.js';
-import { startPipeline, type Pipeline } from '../support/pipeline.js';
+import { startPipeline, until, type Pipeline } from '../support/pipeline.js';
 
 let pipeline: Pipeline | undefined;
 afterEach(async () => {
@@ -383,5 +384,158 @@ describe('dashboard: pages', () => {
     expect(metrics.text).toContain('subsync_import_rows{kind="customers",status="invalid"} 1');
     expect(metrics.text).toContain('# TYPE subsync_rows_settled_total counter');
     expect(metrics.text).toContain('# TYPE subsync_api_request_duration_seconds histogram');
+  });
+});
+
+describe('dashboard: hardening', () => {
+  it('answers only to allowed Host names on any address: localhost names, the bound address, SUBSYNC_DASHBOARD_HOSTS', async () => {
+    pipeline = await startPipeline({ workers: false });
+    // Every interface: the case docker-compose runs.
+    const wide = await startDashboard({ runtime: pipeline.runtime, host: '0.0.0.0', port: 0, token: TOKEN, hosts: ['subsync.internal'] });
+    pipeline.runtime.adopt(() => wide.close());
+    const port = new URL(wide.url).port;
+    const local = `http://127.0.0.1:${port}`;
+    const hostStatus = async (host: string): Promise<number> => (await rawRequest(`${local}/`, { headers: { ...bearer, host } })).status;
+    expect(await hostStatus(`evil.example:${port}`)).toBe(421);
+    expect(await hostStatus('evil.example')).toBe(421);
+    expect(await hostStatus(`subsync.internal.evil.example:${port}`)).toBe(421);
+    expect(await hostStatus(`subsync.internal:${port}`)).toBe(200);
+    expect(await hostStatus(`SUBSYNC.INTERNAL:${port}`)).toBe(200);
+    expect(await hostStatus(`localhost:${port}`)).toBe(200);
+    expect(await hostStatus(`127.0.0.1:${port}`)).toBe(200);
+    // The refusal comes before authentication: the login form is not served to a rebound name either.
+    expect((await rawRequest(`${local}/login`, { headers: { host: `evil.example:${port}` } })).status).toBe(421);
+
+    // On a named address: that address too, and still nothing else.
+    const named = await startDashboard({ runtime: pipeline.runtime, host: '127.0.0.2', port: 0, token: TOKEN });
+    pipeline.runtime.adopt(() => named.close());
+    expect((await rawRequest(`${named.url}/`, { headers: { ...bearer, host: new URL(named.url).host } })).status).toBe(200);
+    expect((await rawRequest(`${named.url}/`, { headers: { ...bearer, host: 'rebound.example' } })).status).toBe(421);
+  });
+
+  it('refuses to listen beyond loopback without a token', async () => {
+    pipeline = await startPipeline({ workers: false });
+    await expect(startDashboard({ runtime: pipeline.runtime, host: '0.0.0.0', port: 0 })).rejects.toBeInstanceOf(DashboardNeedsTokenError);
+    await expect(startDashboard({ runtime: pipeline.runtime, host: '::', port: 0, token: '' })).rejects.toThrow(/needs SUBSYNC_DASHBOARD_TOKEN/);
+  });
+
+  it('ends a session on the server at logout and when it expires there, whatever the browser keeps', async () => {
+    pipeline = await startPipeline({ workers: false });
+    const dashboard = await startTestDashboard(pipeline);
+    const http = client(dashboard);
+    await http.login();
+    const cookie = http.cookie();
+    expect((await http.get('/')).status).toBe(200);
+    const keys = await pipeline.runtime.redis.keys(`${pipeline.prefix}:dashboard:session:*`);
+    expect(keys).toHaveLength(1);
+    const ttl = await pipeline.runtime.redis.ttl(keys[0] ?? '');
+    expect(ttl).toBeGreaterThan(11 * 3600);
+    expect(ttl).toBeLessThanOrEqual(12 * 3600);
+    // The key names a hash of the session, not the cookie.
+    expect(keys[0]).not.toContain((cookie ?? '').split('=')[1]?.split('.')[0]);
+
+    const csrf = await http.csrf('/');
+    expect((await http.post('/logout', { _csrf: csrf })).status).toBe(303);
+    expect(await pipeline.runtime.redis.keys(`${pipeline.prefix}:dashboard:session:*`)).toEqual([]);
+    // The cookie as it was before logging out (copied, or kept by a browser): no session any more.
+    http.setCookie(cookie);
+    expect((await http.get('/')).status).toBe(401);
+
+    // Expiry is the server's: the key gone, the cookie (still within its Max-Age) is refused.
+    http.setCookie(undefined);
+    await http.login();
+    expect((await http.get('/')).status).toBe(200);
+    const [second] = await pipeline.runtime.redis.keys(`${pipeline.prefix}:dashboard:session:*`);
+    await pipeline.runtime.redis.pexpire(second ?? '', 1);
+    await until(async () => ((await pipeline!.runtime.redis.exists(second ?? '')) === 0 ? true : undefined), 'the session key to expire');
+    expect((await http.get('/')).status).toBe(401);
+  });
+
+  it('throttles wrong tokens: after 5 from one address in a minute, 429 on every token attempt until the window ends', async () => {
+    pipeline = await startPipeline({ workers: false });
+    const dashboard = await startTestDashboard(pipeline);
+    const http = client(dashboard);
+    for (let i = 0; i < 4; i++) expect((await http.login(`guess-${i}`)).status).toBe(401);
+    // A wrong bearer token is a guess too.
+    expect((await http.get('/', { authorization: 'Bearer guess-4' })).status).toBe(401);
+    const blocked = await http.login('guess-5');
+    expect(blocked.status).toBe(429);
+    expect(Number(blocked.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(Number(blocked.headers.get('retry-after'))).toBeLessThanOrEqual(60);
+    expect(blocked.text).toMatch(/Too many wrong tokens from this address: try again in \d+ s\./);
+    expect(blocked.text).toContain('<form method="post" action="/login"');
+    // The right token is no way round it: an answer that differed would tell a guess from the token.
+    expect((await http.login()).status).toBe(429);
+    expect(http.cookie()).toBeUndefined();
+    expect((await http.get('/', bearer)).status).toBe(429);
+    const [window] = await pipeline.runtime.redis.keys(`${pipeline.prefix}:dashboard:login-failures:*`);
+    expect(await pipeline.runtime.redis.pttl(window ?? '')).toBeLessThanOrEqual(60_000);
+    expect(window).not.toContain('127.0.0.1');
+
+    // The window over (its key expired): the token works again.
+    await pipeline.runtime.redis.del(window ?? '');
+    expect((await http.login()).status).toBe(303);
+    expect((await http.get('/')).status).toBe(200);
+  });
+
+  it('never redirects off-site after logging in: tabs, backslashes and encoded controls fall back to /', async () => {
+    pipeline = await startPipeline({ workers: false });
+    const dashboard = await startTestDashboard(pipeline);
+    const http = client(dashboard);
+    const offSite = ['/\t/evil.example', '/%09/evil.example', '/\\evil.example', '/%5Cevil.example', '/%2F/evil.example', '//evil.example', '/\n/evil.example', '/%0a/evil.example', '/%00', ' /x', 'javascript:alert(1)', '/é'];
+    for (const next of offSite) {
+      http.setCookie(undefined);
+      const answer = await http.post('/login', { token: TOKEN, next });
+      expect(answer.status, JSON.stringify(next)).toBe(303);
+      expect(answer.headers.get('location'), JSON.stringify(next)).toBe('/');
+    }
+    // Logged in, GET /login redirects at once: the same rule.
+    expect((await http.get('/login?next=/%09/evil.example')).headers.get('location')).toBe('/');
+    expect((await http.get('/login?next=%2F%5C%2Fevil.example')).headers.get('location')).toBe('/');
+    expect((await http.get('/login?next=/imports/abc%3Foffset%3D100')).headers.get('location')).toBe('/imports/abc?offset=100');
+    http.setCookie(undefined);
+    // Not logged in: the form carries only a safe path.
+    const form = await http.get('/login?next=/%09/evil.example');
+    expect(form.text).toContain('name="next" value="/"');
+    expect((await http.post('/login', { token: TOKEN, next: '/exports?page=2' })).headers.get('location')).toBe('/exports?page=2');
+  });
+
+  it('keeps every queue read-only in bull-board: no retry, add, clean or pause, whoever asks', async () => {
+    pipeline = await startPipeline({ workers: false });
+    const dashboard = await startTestDashboard(pipeline);
+    const http = client(dashboard);
+    await http.login();
+    const queues = JSON.parse((await http.get('/queues/api/queues')).text) as { queues: Array<{ name: string; readOnlyMode: boolean }> };
+    expect(queues.queues.map((q) => [q.name, q.readOnlyMode]).sort()).toEqual([
+      ['subsync-control', true],
+      ['subsync-rows', true],
+    ]);
+    const { control } = pipeline.runtime.queues;
+    const job = await control.add('export', { format: 'csv', out: '/tmp/elsewhere' }, { delay: 3_600_000 });
+    for (const [method, route] of [
+      ['PUT', '/queues/api/queues/subsync-control/retry/failed'],
+      ['PUT', '/queues/api/queues/subsync-control/promote'],
+      ['PUT', '/queues/api/queues/subsync-control/clean/delayed'],
+      ['PUT', '/queues/api/queues/subsync-control/pause'],
+      ['PUT', '/queues/api/queues/pause'],
+      ['POST', '/queues/api/queues/subsync-control/add'],
+      ['PUT', `/queues/api/queues/subsync-control/${job.id ?? ''}/promote`],
+    ] as const) {
+      // Same-site, logged in, and with the bearer token: still refused.
+      const answer = await fetch(`${dashboard.url}${route}`, { method, headers: { cookie: http.cookie() ?? '', origin: dashboard.url, ...bearer, 'content-type': 'application/json' }, body: '{"name":"export","data":{"out":"/tmp/x"}}' });
+      expect(answer.status, `${method} ${route}`).toBe(403);
+      await answer.body?.cancel();
+    }
+    expect(await control.getJobCounts('delayed', 'waiting')).toEqual({ delayed: 1, waiting: 0 });
+    expect(await control.isPaused()).toBe(false);
+  });
+});
+
+describe('safeNext', () => {
+  it('keeps same-origin paths and turns everything else into /', () => {
+    for (const kept of ['/', '/imports/abc?offset=100', '/exports/customers-x.csv', '/imports/a%20b']) expect(safeNext(kept), kept).toBe(kept);
+    for (const refused of ['/%09/evil.example', '/\t/evil.example', '/%5c%5cevil.example', '/%2f%2fevil.example', '/a\\b', '/%E0%A4%A', 'http://evil.example/', '', undefined, 42, `/${'a'.repeat(3000)}`]) {
+      expect(safeNext(refused), String(refused)).toBe('/');
+    }
   });
 });

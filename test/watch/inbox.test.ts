@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { appendFile, mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { appendFile, chmod, mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parse } from 'csv-parse/sync';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -8,6 +8,7 @@ import { importFile } from '../../src/import/producer.js';
 import { importStatus, type ImportStatus } from '../../src/import/status.js';
 import { samplesDir } from '../../src/paths.js';
 import { startWatcher, type Watcher, type WatcherOptions } from '../../src/watch/inbox.js';
+import { scrubCardNumbers } from '../../src/watch/scrub.js';
 import { startPipeline, until, type Pipeline } from '../support/pipeline.js';
 
 let pipeline: Pipeline | undefined;
@@ -19,7 +20,8 @@ afterEach(async () => {
 
 /** A watcher on the pipeline's data dir, closed with its runtime. */
 async function watch(p: Pipeline, options: Partial<WatcherOptions> = {}): Promise<Watcher> {
-  const watcher = await startWatcher({ runtime: p.runtime, pollMs: 50, ...options });
+  // No settle time unless a test asks for one: most tests are about what follows the take.
+  const watcher = await startWatcher({ runtime: p.runtime, pollMs: 50, settleMs: 0, ...options });
   p.runtime.adopt(() => watcher.close());
   return watcher;
 }
@@ -181,5 +183,224 @@ describe('the inbox watcher, on real Redis and the sandbox', () => {
     await fileAppears(folder(pipeline, 'done', 'cards.csv'));
     await until(async () => (existsSync(folder(pipeline!, 'done', 'cards.csv')) ? undefined : true), 'cards.csv to be deleted after its retention');
     expect(await filesIn(folder(pipeline, 'done'))).toEqual(['customers.csv']);
+  });
+
+  it('takes a file only after its size and mtime have held for the settle time, measured again after each change', async () => {
+    pipeline = await startPipeline();
+    let now = 1_000_000;
+    const watcher = await watch(pipeline, { pollMs: 3_600_000, settleMs: 5_000, now: () => now });
+    const file = await drop(pipeline, 'customers/slow.csv', 'FirstName,LastName\nSlow,One\n');
+    await watcher.scan();
+    now += 4_999;
+    await watcher.scan();
+    await watcher.scan();
+    expect(existsSync(file)).toBe(true);
+    // A pause in the copy, then more: the settle time starts again from this poll.
+    await appendFile(file, 'Slow,Two\n');
+    await watcher.scan();
+    now += 4_999;
+    await watcher.scan();
+    expect(existsSync(file)).toBe(true);
+    now += 1;
+    await watcher.scan();
+    expect(existsSync(file)).toBe(false);
+    await until(async () => {
+      await watcher.scan();
+      return existsSync(folder(pipeline!, 'done', 'slow.csv')) ? true : undefined;
+    }, 'slow.csv to be done');
+    expect((await results((await finishedImports(pipeline)).get('slow.csv'))).map((r) => r.LastName)).toEqual(['One', 'Two']);
+  });
+
+  it('waits for a file written in two bursts that stops inside a quoted cell or a record, and imports every row once it is whole', async () => {
+    pipeline = await startPipeline();
+    const watcher = await watch(pipeline, { pollMs: 3_600_000 });
+    const rows = Array.from({ length: 40 }, (_, i) => `Burst,Row${i + 1},burst${i + 1}@example.com,"Suite ${i + 1}, Floor 2"`);
+    const whole = ['FirstName,LastName,EmailAddress,AddressLine1', ...rows].join('\n') + '\n';
+    // The first burst ends in the middle of row 21's quoted address.
+    const cut = whole.indexOf('"Suite 21,') + '"Suite 2'.length;
+    const file = await drop(pipeline, 'customers/bursts.csv', whole.slice(0, cut));
+    for (let i = 0; i < 4; i++) await watcher.scan();
+    expect(existsSync(file)).toBe(true);
+    expect(count(pipeline.logs(), 'inbox file does not end with a whole record; waiting for the rest')).toBe(1);
+    expect(pipeline.logs()).toContain('"ends":"inside a quoted cell"');
+
+    // Cut after a record's first cells (no quote open): not whole either.
+    const early = whole.indexOf('Burst,Row31,') + 'Burst,Row3'.length;
+    await appendFile(file, whole.slice(cut, early));
+    for (let i = 0; i < 3; i++) await watcher.scan();
+    expect(existsSync(file)).toBe(true);
+    expect(pipeline.logs()).toContain('"ends":"inside a record"');
+    expect(await pipeline.runtime.store.listImportIds()).toEqual([]);
+
+    await appendFile(file, whole.slice(early));
+    await until(async () => {
+      await watcher.scan();
+      return existsSync(folder(pipeline!, 'done', 'bursts.csv')) ? true : undefined;
+    }, 'bursts.csv to be done');
+    const imported = await results((await finishedImports(pipeline)).get('bursts.csv'));
+    expect(imported).toHaveLength(40);
+    expect(imported.map((r) => r.AddressLine1)).toEqual(rows.map((_, i) => `Suite ${i + 1}, Floor 2`));
+    expect(imported.every((r) => r._status === 'created')).toBe(true);
+    expect(await pipeline.runtime.store.listImportIds()).toHaveLength(1);
+  });
+
+  it('takes a whole file without a final line end', async () => {
+    pipeline = await startPipeline();
+    await watch(pipeline);
+    await drop(pipeline, 'customers/no-final-newline.csv', 'FirstName,LastName,EmailAddress\nNo,Newline,no.newline@example.com');
+    await fileAppears(folder(pipeline, 'done', 'no-final-newline.csv'));
+    const imported = await results((await finishedImports(pipeline)).get('no-final-newline.csv'));
+    expect(imported.map((r) => r.EmailAddress)).toEqual(['no.newline@example.com']);
+  });
+
+  it('refuses loudly a file that changes after it was taken: failed/ with an error file, never done/', async () => {
+    pipeline = await startPipeline();
+    const watcher = await watch(pipeline, { pollMs: 3_600_000 });
+    await drop(pipeline, 'customers/changing.csv', 'FirstName,LastName,EmailAddress\nChange,One,change1@example.com\n');
+    await watcher.scan();
+    await watcher.scan();
+    const taken = folder(pipeline, 'processing', 'customers', 'changing.csv');
+    expect(existsSync(taken)).toBe(true);
+    await until(async () => (count(pipeline!.logs(), 'inbox file enqueued') === 1 ? true : undefined), 'the import to be enqueued');
+    // A writer that kept its file open goes on writing after the take.
+    await appendFile(taken, 'Change,Two,change2@example.com\n');
+    const errorFile = folder(pipeline, 'failed', 'changing.csv.error.txt');
+    await until(async () => {
+      await watcher.scan();
+      return existsSync(errorFile) ? true : undefined;
+    }, 'changing.csv to be refused');
+    const text = await readFile(errorFile, 'utf8');
+    expect(text).toMatch(/^changing\.csv changed while being imported \(its size went from \d+ to \d+ bytes\)/);
+    expect(text).toContain('The changes were not imported');
+    expect(await filesIn(folder(pipeline, 'done'))).toEqual([]);
+    expect(await filesIn(folder(pipeline, 'processing', 'customers'))).toEqual([]);
+    expect(count(pipeline.logs(), 'inbox file settled')).toBe(0);
+    expect(pipeline.logs()).toContain('"msg":"inbox file rejected"');
+    // What was imported is the file as taken: the row written afterwards never reached the service.
+    const emails = pipeline.sandbox.store.customers().map((c) => c.EmailAddress);
+    expect(emails).toContain('change1@example.com');
+    expect(emails).not.toContain('change2@example.com');
+  });
+
+  it('refuses a file that changed before its import read it, with nothing of it imported', async () => {
+    pipeline = await startPipeline();
+    // The first attempt fails unexpectedly (the data dir's journal/ is a file), so the import is tried
+    // again later: the file changes in between, and the retry must find it changed before reading it.
+    const journal = folder(pipeline, 'journal');
+    await writeFile(journal, 'not a folder');
+    const watcher = await watch(pipeline, { pollMs: 3_600_000, retryMs: 0 });
+    await drop(pipeline, 'customers/retried.csv', 'FirstName,LastName,EmailAddress\nRetried,One,retried1@example.com\n');
+    await watcher.scan();
+    await watcher.scan();
+    const taken = folder(pipeline, 'processing', 'customers', 'retried.csv');
+    await until(async () => (count(pipeline!.logs(), 'inbox file could not be imported; trying again later') === 1 ? true : undefined), 'the first attempt to fail');
+    await appendFile(taken, 'Retried,Two,retried2@example.com\n');
+    await rm(journal);
+    const errorFile = folder(pipeline, 'failed', 'retried.csv.error.txt');
+    await until(async () => {
+      await watcher.scan();
+      return existsSync(errorFile) ? true : undefined;
+    }, 'retried.csv to be refused');
+    const text = await readFile(errorFile, 'utf8');
+    expect(text).toMatch(/^retried\.csv changed while being imported \(its size went from \d+ to \d+ bytes\)/);
+    expect(text).toContain('Nothing of it was imported.');
+    expect(await pipeline.runtime.store.listImportIds()).toEqual([]);
+    expect(pipeline.sandbox.store.customers().map((c) => c.EmailAddress)).not.toContain('retried1@example.com');
+    expect(count(pipeline.logs(), 'inbox file enqueued')).toBe(0);
+  });
+
+  it('never keeps card data in failed/: a rejected card file is deleted, its error file kept owner-only with digits masked', async () => {
+    pipeline = await startPipeline();
+    await watch(pipeline);
+    // A cards file with a misspelt column: rejected as a whole.
+    await drop(pipeline, 'cards/cards-typo.csv', 'PaymentMethodKey,AccountNumbr,ExpirationDate,CVCode\n6f1c2b9e-3d4a-4c5b-8e7f-0a1b2c3d4e01,4111111111111111,1230,737\n');
+    // Undecidable headers in inbox/, card numbers in the rows: its kind is unknown, its content is not.
+    await drop(pipeline, 'mystery-cards.csv', 'Name,Card,Code\nAda,5555 5555 5555 4444,123\n');
+    // A card number quoted back in a reason (here, as a column name): masked in the error file.
+    await drop(pipeline, 'customers/pasted.csv', 'FirstName,LastName,4111.1111.1111.1111\nAda,Lovelace,x\n');
+    // A customers file with a typo holds no card data: kept, owner-only.
+    await drop(pipeline, 'customers/typo.csv', 'FirstName,LastName,EmailAdress\nAda,Lovelace,ada@example.com\n');
+    for (const name of ['cards-typo.csv', 'mystery-cards.csv', 'pasted.csv', 'typo.csv']) await fileAppears(folder(pipeline, 'failed', `${name}.error.txt`));
+    await fileAppears(folder(pipeline, 'failed', 'typo.csv'));
+
+    expect(await filesIn(folder(pipeline, 'failed'))).toEqual(['cards-typo.csv.error.txt', 'mystery-cards.csv.error.txt', 'pasted.csv.error.txt', 'typo.csv', 'typo.csv.error.txt']);
+    for (const name of await filesIn(folder(pipeline, 'failed'))) {
+      const file = folder(pipeline, 'failed', name);
+      expect((await stat(file)).mode & 0o777, name).toBe(0o600);
+      const text = await readFile(file, 'utf8');
+      for (const digits of ['4111111111111111', '5555 5555 5555 4444', '5555555555554444', '4111.1111.1111.1111']) expect(text, name).not.toContain(digits);
+    }
+    const cardsError = await readFile(folder(pipeline, 'failed', 'cards-typo.csv.error.txt'), 'utf8');
+    expect(cardsError).toContain('"AccountNumbr"');
+    expect(cardsError).toContain('held card data, so it was deleted');
+    expect(await readFile(folder(pipeline, 'failed', 'mystery-cards.csv.error.txt'), 'utf8')).toContain('held card data, so it was deleted');
+    expect(await readFile(folder(pipeline, 'failed', 'pasted.csv.error.txt'), 'utf8')).toContain('************1111');
+    expect(await readFile(folder(pipeline, 'failed', 'typo.csv.error.txt'), 'utf8')).not.toContain('card data');
+    expect(count(pipeline.logs(), 'inbox file rejected; deleted, as it holds card data')).toBe(3);
+    expect(pipeline.logs()).not.toMatch(/4111111111111111|5555 5555 5555 4444|4111\.1111\.1111\.1111/);
+    expect(await pipeline.runtime.store.listImportIds()).toEqual([]);
+  });
+
+  it('deletes card files rejected for want of a card key, keeping only the error file', async () => {
+    pipeline = await startPipeline({ config: { cardKey: undefined } });
+    await watch(pipeline);
+    await drop(pipeline, 'signups/signups.csv', await sample('signups.csv'));
+    await fileAppears(folder(pipeline, 'failed', 'signups.csv.error.txt'));
+    expect(await filesIn(folder(pipeline, 'failed'))).toEqual(['signups.csv.error.txt']);
+    const text = await readFile(folder(pipeline, 'failed', 'signups.csv.error.txt'), 'utf8');
+    expect(text).toContain('SUBSYNC_CARD_KEY');
+    expect(text).toContain('held card data, so it was deleted');
+  });
+
+  it('empties failed/ of files past the retention, of card data in clear left there, and of modes others can read', async () => {
+    pipeline = await startPipeline();
+    const failed = folder(pipeline, 'failed');
+    await mkdir(failed, { recursive: true });
+    const put = async (name: string, text: string, ageDays: number): Promise<string> => {
+      const file = path.join(failed, name);
+      await writeFile(file, text, { mode: 0o644 });
+      await chmod(file, 0o644);
+      const when = new Date(Date.now() - ageDays * 86_400_000);
+      await utimes(file, when, when);
+      return file;
+    };
+    // Left by an older subsync: a clear card file, an error file quoting a card number, both 0644.
+    const oldCards = await put('cards.csv', 'PaymentMethodKey,AccountNumber,ExpirationDate,CVCode\n6f1c2b9e-3d4a-4c5b-8e7f-0a1b2c3d4e01,4111111111111111,1230,737\n', 2);
+    const oldError = await put('cards.csv.error.txt', 'cards.csv was rejected.\n- bad value 4111-1111-1111-1111 in row 1\n', 2);
+    const kept = await put('customers.csv', 'FirstName,LastName,EmailAdress\nAda,Lovelace,ada@example.com\n', 29);
+    const expired = await put('expired.csv', 'FirstName,LastName,EmailAdress\nOld,File,old@example.com\n', 31);
+    const expiredError = await put('expired.csv.error.txt', 'expired.csv was rejected.\n', 31);
+
+    await watch(pipeline);
+    await until(async () => (existsSync(oldCards) || existsSync(expired) || existsSync(expiredError) ? undefined : true), 'failed/ to be swept');
+    await until(async () => ((await stat(kept)).mode & 0o777) === 0o600 && ((await stat(oldError)).mode & 0o777) === 0o600 ? true : undefined, 'modes to be 0600');
+    expect(await filesIn(failed)).toEqual(['cards.csv.error.txt', 'customers.csv']);
+    const scrubbed = await readFile(oldError, 'utf8');
+    expect(scrubbed).toContain('bad value ************1111 in row 1');
+    // The retention still counts from when it got there.
+    expect(Date.now() - (await stat(oldError)).mtimeMs).toBeGreaterThan(86_400_000);
+    expect(pipeline.logs()).toContain('"msg":"failed/ file held card data in clear; deleted"');
+    expect(count(pipeline.logs(), 'failed/ file deleted (retention over)')).toBe(2);
+  });
+
+  it('keeps failed/ files for a shorter retention when told', async () => {
+    pipeline = await startPipeline();
+    await watch(pipeline, { failedRetentionMs: 3_600_000 });
+    const file = folder(pipeline, 'failed', 'two-hours.csv');
+    await writeFile(file, 'FirstName,LastName\nA,B\n');
+    const when = new Date(Date.now() - 7_200_000);
+    await utimes(file, when, when);
+    await until(async () => (existsSync(file) ? undefined : true), 'two-hours.csv to be deleted');
+  });
+});
+
+describe('scrubCardNumbers', () => {
+  it('masks every run of 12+ digits, whatever the separators, to its last four', () => {
+    expect(scrubCardNumbers('card 4111 1111 1111 1111 refused')).toBe('card ************1111 refused');
+    expect(scrubCardNumbers('4111-1111-1111-1111, 4111.1111.1111.1111, 4111\t1111 - 1111 1111')).toBe('************1111, ************1111, ************1111');
+    expect(scrubCardNumbers('378282246310005')).toBe('***********0005');
+    expect(scrubCardNumbers('12345678901234567890123')).toBe('*******************0123');
+    // Shorter runs stay: row numbers, dates, phone numbers.
+    expect(scrubCardNumbers('row 12, 2026-11-24, +33 1 42 60 00 00')).toBe('row 12, 2026-11-24, +33 1 42 60 00 00');
   });
 });

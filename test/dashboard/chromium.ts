@@ -1,0 +1,40 @@
+/**
+ * Which Chromium the browser test drives: an installed one (never a
+ * downloaded browser). CHROMIUM_PATH first, then the usual places of
+ * Debian's and Ubuntu's packages and Google Chrome, then the same names on
+ * PATH.
+ */
+import { accessSync, constants, statSync } from 'node:fs';
+import path from 'node:path';
+
+export const CHROMIUM_NAMES = ['chromium', 'chromium-browser', 'google-chrome', 'google-chrome-stable'] as const;
+
+/** How to get one, for the skip message and the CI failure. */
+export const CHROMIUM_HINT = 'no Chromium found (/usr/bin/chromium, chromium-browser, google-chrome, or CHROMIUM_PATH); install one with `apt-get install chromium`';
+
+function executable(file: string): boolean {
+  try {
+    accessSync(file, constants.X_OK);
+    return statSync(file).isFile();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The Chromium to launch, or undefined when none is installed.
+ *
+ * @throws Error when CHROMIUM_PATH is set but names no executable: asked for, it must be there.
+ */
+export function findChromium(env: NodeJS.ProcessEnv, dirs: readonly string[] = ['/usr/bin', ...(env.PATH ?? '').split(path.delimiter).filter((dir) => dir !== '')]): string | undefined {
+  const chosen = env.CHROMIUM_PATH;
+  if (chosen !== undefined && chosen !== '') {
+    if (!executable(chosen)) throw new Error(`CHROMIUM_PATH=${chosen} is not an executable file`);
+    return chosen;
+  }
+  for (const dir of dirs) for (const name of CHROMIUM_NAMES) if (executable(path.join(dir, name))) return path.join(dir, name);
+  return undefined;
+}
+
+/** Under CI the browser test must run: a missing browser fails it there instead of skipping. */
+export const underCi = (env: NodeJS.ProcessEnv): boolean => env.CI === 'true' || env.CI === '1';
