@@ -8,7 +8,7 @@ import type { ExpiryFormat } from '../api/rules.js';
 import { sealSecrets, type CardKeyring } from '../cards/crypto.js';
 import { detectKind, loadColumnMap, planColumns, resolvePath, type ColumnPlan } from '../csv/columns.js';
 import { FileRejectedError } from '../csv/errors.js';
-import { openCsv, readHeaders } from '../csv/reader.js';
+import { openCsv, readHeaders, type ReadOptions } from '../csv/reader.js';
 import { scanCsvBytes } from '../csv/scan.js';
 import { cellOf, maskCells, secretColumnIndexes, validateRow, type RowError, type RowOptions } from '../csv/rows.js';
 import type { ImportKind, JobName } from '../outcomes.js';
@@ -43,6 +43,8 @@ export interface ImportRequest {
   /** `--match FIELD`: upsert customers on this field. */
   match?: string;
   expiryFormat?: ExpiryFormat;
+  /** `--encoding NAME`: read the file in this encoding (a TextDecoder label) instead of UTF-8. */
+  encoding?: string;
   /** Attempts per row (`--attempts`), default 8. */
   attempts?: number;
   dryRun?: boolean;
@@ -98,7 +100,8 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
   const { store, queues, logger } = deps;
   const now = deps.now ?? Date.now;
   const file = request.file;
-  const headers = await readHeaders(file);
+  const read = { encoding: request.encoding };
+  const headers = await readHeaders(file, read);
   const map = request.mapFile === undefined ? undefined : await loadColumnMap(request.mapFile);
   const kind = detectKind({ explicit: request.kind, inboxFolder: request.inboxFolder, headers, map, file });
   // planColumns refuses a --match that is not a customer column of this file.
@@ -118,7 +121,7 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
   if (existing?.state === 'enqueued' && !request.dryRun) return { outcome: 'already-imported', importId, kind };
 
   if (request.dryRun || request.allOrNothing) {
-    const check = await validateAll(plan, file, options, kind === 'signups');
+    const check = await validateAll(plan, file, options, kind === 'signups', read);
     if (request.dryRun) {
       const offers = deps.api ? await checkOffers(deps.api, check.offerCodes) : [];
       return { outcome: 'dry-run', importId, kind, rows: check.rows, invalid: check.invalid, errors: check.errors, offers };
@@ -128,7 +131,7 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
     // A malformed record (an unclosed quote) deep in the file must reject it
     // before anything is queued, not leave an import half enqueued. The scan
     // only doubted: csv-parse decides, with its own message and line.
-    await readThrough(file);
+    await readThrough(file, read);
   }
 
   const resumed = existing !== undefined;
@@ -179,7 +182,7 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
   };
 
   let batch = emptyBatch();
-  const csv = await openCsv(file);
+  const csv = await openCsv(file, read);
   try {
     for await (const csvRow of csv.rows) {
       rows = csvRow.row;
@@ -235,8 +238,8 @@ export function jobNameOf(plan: ColumnPlan, cells: readonly string[], options: R
 }
 
 /** Parses the whole file without validating rows: throws CsvFormatError for a malformed one. */
-async function readThrough(file: string): Promise<void> {
-  const csv = await openCsv(file);
+async function readThrough(file: string, read: ReadOptions): Promise<void> {
+  const csv = await openCsv(file, read);
   try {
     for await (const _row of csv.rows);
   } finally {
@@ -269,12 +272,13 @@ async function validateAll(
   file: string,
   options: RowOptions,
   collectOffers: boolean,
+  read: ReadOptions,
 ): Promise<{ rows: number; invalid: number; errors: RowError[]; offerCodes: Set<string> }> {
   let rows = 0;
   let invalid = 0;
   const errors: RowError[] = [];
   const offerCodes = new Set<string>();
-  const csv = await openCsv(file);
+  const csv = await openCsv(file, read);
   try {
     for await (const csvRow of csv.rows) {
       rows = csvRow.row;
