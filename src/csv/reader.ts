@@ -32,7 +32,7 @@ import { Transform, pipeline, type TransformCallback } from 'node:stream';
 import { CsvError, parse } from 'csv-parse';
 import { isKnownHeader, type ColumnMap } from './columns.js';
 import { CsvFormatError, FileRejectedError } from './errors.js';
-import { chooseEncoding, codePointName, firstInvalidUtf8, legacyProblem, legacyReadAsUtf8, placeHeader, type HeaderPlace } from './sniff.js';
+import { chooseEncoding, codePointName, decodeAll, firstInvalidUtf8, legacyProblem, legacyReadAsUtf8, placeHeader, type HeaderPlace } from './sniff.js';
 
 /** One data record of a CSV file. */
 export interface CsvRow {
@@ -105,6 +105,7 @@ export async function openCsv(file: string, options: ReadOptions = {}): Promise<
   // the parser reads ahead of the consumer by at most a read chunk.
   const pendingLines: { line: number; sheetRow: number }[] = [];
   let headerSeen = false;
+  let headerCells: string[] = [];
   const onRecord = (cells: string[], context: { empty_lines: number }): string[] | null => {
     const line = 1 + linesTaken + context.empty_lines;
     const sheetRow = 1 + sheetOffset + recordsSeen + context.empty_lines;
@@ -115,6 +116,8 @@ export async function openCsv(file: string, options: ReadOptions = {}): Promise<
       if (misread !== undefined) throw new CsvFormatError(file, line, misreadReason(misread));
     }
     if (headerSeen && cells.every((cell) => cell.trim() === '')) return null;
+    // Kept here, not when the header is consumed: a parse error in a small file surfaces before that.
+    if (!headerSeen) headerCells = cells;
     headerSeen = true;
     pendingLines.push({ line, sheetRow });
     return cells;
@@ -147,7 +150,6 @@ export async function openCsv(file: string, options: ReadOptions = {}): Promise<
     parser.destroy();
   };
 
-  let headerCells: string[] = [];
   /** The next record with its starting line, or undefined at the end of the file. */
   const nextRecord = async (): Promise<{ cells: string[]; line: number; sheetRow: number } | undefined> => {
     let result: IteratorResult<unknown>;
@@ -174,7 +176,6 @@ export async function openCsv(file: string, options: ReadOptions = {}): Promise<
     close();
     throw new FileRejectedError(file, ['the file is empty: no header row']);
   }
-  headerCells = header.cells;
 
   async function* readRows(): AsyncGenerator<CsvRow> {
     let row = 0;
@@ -230,7 +231,9 @@ async function startOf(file: string, options: ReadOptions): Promise<FileStart> {
   }
   const encoding = chooseEncoding(head, options.encoding);
   if ('problem' in encoding) throw new CsvFormatError(file, encoding.line, encoding.problem);
-  const text = new TextDecoder(encoding.encoding).decode(head.subarray(encoding.bomBytes), { stream: !complete });
+  const rest = head.subarray(encoding.bomBytes);
+  // Streaming mode for a cut head (a character may continue in the next bytes); decodeAll for a whole file.
+  const text = complete ? decodeAll(encoding.encoding, rest) : new TextDecoder(encoding.encoding).decode(rest, { stream: true });
   const map = options.map;
   const mapKeys = new Set(Object.keys(map ?? {}).map((key) => key.trim()));
   const place = placeHeader(text, complete, (cell) => mapKeys.has(cell.trim()) || isKnownHeader(cell));
@@ -323,6 +326,7 @@ class Decoder extends Transform {
   }
 
   private passText(decoded: string): void {
+    // Always decoded in streaming mode (see decodeAll: Node's one-call decode drops bytes).
     let text = decoded;
     if (this.toSkip > 0) {
       const skip = Math.min(this.toSkip, text.length);

@@ -136,10 +136,21 @@ export function firstInvalidUtf8(bytes: Buffer, allowCutEnd: boolean): number | 
   return undefined;
 }
 
-/** Where each high byte decodes to a letter in Mac Roman (0x80–0x9F are Ä Å Ç É Ñ Ö Ü á à â ä ã å ç é è ê ë í ì î ï ñ ó ò ô ö õ ú ù û ü). */
-const MAC_ROMAN = new TextDecoder('macintosh');
-const WINDOWS_1252 = new TextDecoder('windows-1252');
+/**
+ * All of `bytes` decoded in `encoding`. Always in streaming mode, then
+ * flushed: Node 20's TextDecoder drops Windows-1252's 0x80–0x9F (€ ’ “ ” …)
+ * when it decodes a whole buffer in one call, and not in streaming mode.
+ */
+export function decodeAll(encoding: string, bytes: Uint8Array): string {
+  const decoder = new TextDecoder(encoding);
+  return decoder.decode(bytes, { stream: true }) + decoder.decode();
+}
+
 const LETTER = /\p{L}/u;
+/** Whether each byte 0x80–0xFF is a letter in Windows-1252 and in Mac Roman (0x80–0x9F: Ä Å Ç É Ñ Ö Ü á à â ä ã å ç é è ê ë …). */
+const letterIn = (encoding: string): boolean[] => [...decodeAll(encoding, Uint8Array.from({ length: 128 }, (_, i) => 0x80 + i))].map((char) => LETTER.test(char));
+const WINDOWS_1252_LETTERS = letterIn('windows-1252');
+const MAC_ROMAN_LETTERS = letterIn('macintosh');
 
 /**
  * Windows-1252 or Mac Roman, whichever reads more of the high bytes as letters
@@ -152,9 +163,8 @@ export function guessLegacyEncoding(bytes: Buffer): { name: string; label: strin
   let mac = 0;
   for (const byte of bytes.subarray(0, 64 * 1024)) {
     if (byte < 0x80) continue;
-    const one = Buffer.of(byte);
-    if (LETTER.test(WINDOWS_1252.decode(one))) windows++;
-    if (LETTER.test(MAC_ROMAN.decode(one))) mac++;
+    if (WINDOWS_1252_LETTERS[byte - 0x80] === true) windows++;
+    if (MAC_ROMAN_LETTERS[byte - 0x80] === true) mac++;
   }
   return mac > windows ? { name: 'Mac Roman', label: 'macintosh' } : { name: 'Windows-1252', label: 'windows-1252' };
 }

@@ -6,7 +6,7 @@
  */
 import { FORMULA_TRIGGERS } from '../results/formula.js';
 import { INVISIBLE_CHARACTERS } from './columns.js';
-import { codePointName, firstInvalidUtf8 } from './sniff.js';
+import { codePointName, decodeAll, firstInvalidUtf8 } from './sniff.js';
 
 /**
  * A cell without the formula escape subsync's exports, results.csv and
@@ -30,8 +30,8 @@ export function invisibleInside(text: string): string[] {
 }
 
 /** Windows-1252's characters for the bytes 0x80–0xFF, and back. */
-const CP1252 = new TextDecoder('windows-1252');
-const BYTE_OF = new Map<string, number>(Array.from({ length: 128 }, (_, i) => [CP1252.decode(Buffer.of(0x80 + i)), 0x80 + i]));
+const HIGH_BYTES = Uint8Array.from({ length: 128 }, (_, i) => 0x80 + i);
+const BYTE_OF = new Map<string, number>([...decodeAll('windows-1252', HIGH_BYTES)].map((char, i) => [char, 0x80 + i]));
 const LEADS = [...BYTE_OF].filter(([, byte]) => byte >= 0xc2 && byte <= 0xf4).map(([char]) => char).join('');
 const CONTINUATIONS = [...BYTE_OF].filter(([, byte]) => byte >= 0x80 && byte <= 0xbf).map(([char]) => char).join('');
 const escapeClass = (chars: string): string => chars.replace(/[\\\]^-]/g, '\\$&');
