@@ -19,6 +19,8 @@
  *   which line the header is.
  */
 
+import { scrubCardNumbers } from '../api/rules.js';
+
 /** The encodings a file is read in when none is named: what a BOM says, else UTF-8. */
 export interface EncodingChoice {
   /** A TextDecoder label. */
@@ -275,9 +277,13 @@ function linesAboveProblem(headerLine: number, firstLine: number, above: string[
   return `the header is on line ${headerLine}, not on line ${firstLine}: remove ${range} above it${powershell}, so that the header is the first line, and drop the file in again`;
 }
 
-/** A header cell's text with invisible and control characters shown as U+XXXX. */
+/**
+ * A header cell's text for a message: invisible and control characters shown
+ * as `<U+200B>`, card-number-like digit runs masked (a file without a header
+ * has data on its first line).
+ */
 export function showText(text: string): string {
-  return JSON.stringify(text.replace(INVISIBLE_OR_CONTROL, (char) => `<${codePointName(char)}>`)).replace(/\\"/g, '"');
+  return JSON.stringify(scrubCardNumbers(text).replace(INVISIBLE_OR_CONTROL, (char) => `<${codePointName(char)}>`));
 }
 
 /** Zero-width and directional characters, NBSP and BOM, and control characters. */
