@@ -28,6 +28,7 @@
  */
 import { createReadStream } from 'node:fs';
 import { open } from 'node:fs/promises';
+import { isUtf8 } from 'node:buffer';
 import { Transform, pipeline, type TransformCallback } from 'node:stream';
 import { CsvError, parse } from 'csv-parse';
 import { isKnownHeader, type ColumnMap } from './columns.js';
@@ -265,8 +266,8 @@ class Decoder extends Transform {
   private lastWasCr = false;
   /** The bytes of a UTF-8 sequence cut by the end of the previous chunk. */
   private carry: Buffer | undefined;
-  /** The last two chunks passed on, for a parse error's likely cause (never shown). */
-  private recent: string[] = [];
+  /** The last two chunks passed on (UTF-8), for a parse error's likely cause (never shown). */
+  private recent: Buffer[] = [];
 
   constructor(
     private readonly file: string,
@@ -280,7 +281,7 @@ class Decoder extends Transform {
   }
 
   recentText(): string {
-    return this.recent.join('');
+    return Buffer.concat(this.recent).toString('utf8');
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
@@ -291,7 +292,8 @@ class Decoder extends Transform {
     }
     let bytes = this.carry === undefined ? chunk : Buffer.concat([this.carry, chunk]);
     this.carry = undefined;
-    const bad = firstInvalidUtf8(bytes, true);
+    // isUtf8 is native and fast; the byte-by-byte walk only locates a fault.
+    const bad = isUtf8(bytes.subarray(0, bytes.length - cutTail(bytes))) ? undefined : firstInvalidUtf8(bytes, true);
     if (bad !== undefined) {
       const { line, problem } = legacyProblem(bytes, bad, 1 + this.lines - (this.lastWasCr && bytes[0] === 0x0a ? 1 : 0));
       this.failure = new CsvFormatError(this.file, line, problem);
@@ -309,7 +311,7 @@ class Decoder extends Transform {
       this.toSkip -= skip;
       bytes = bytes.subarray(skip);
     }
-    this.remember(bytes.toString('utf8'));
+    this.remember(bytes);
     if (bytes.length > 0) this.push(bytes);
     done();
   }
@@ -333,20 +335,22 @@ class Decoder extends Transform {
       this.toSkip -= skip;
       text = text.slice(skip);
     }
-    this.remember(text);
-    if (text !== '') this.push(Buffer.from(text, 'utf8'));
+    const bytes = Buffer.from(text, 'utf8');
+    this.remember(bytes);
+    if (bytes.length > 0) this.push(bytes);
   }
 
-  private remember(text: string): void {
-    this.recent.push(text);
+  private remember(bytes: Buffer): void {
+    this.recent.push(bytes);
     if (this.recent.length > 2) this.recent.shift();
   }
 
   private countLines(bytes: Buffer): void {
-    for (let i = 0; i < bytes.length; i++) {
-      const byte = bytes[i];
-      const afterCr = i === 0 ? this.lastWasCr : bytes[i - 1] === 0x0d;
-      if (byte === 0x0d || (byte === 0x0a && !afterCr)) this.lines++;
+    // Every CR is a line break, and every LF not just after a CR (indexOf is native: no walk per byte).
+    for (let at = bytes.indexOf(0x0d); at !== -1; at = bytes.indexOf(0x0d, at + 1)) this.lines++;
+    for (let at = bytes.indexOf(0x0a); at !== -1; at = bytes.indexOf(0x0a, at + 1)) {
+      const afterCr = at === 0 ? this.lastWasCr : bytes[at - 1] === 0x0d;
+      if (!afterCr) this.lines++;
     }
     // A CRLF cut between two chunks is one line break: its LF is not counted again.
     this.lastWasCr = bytes[bytes.length - 1] === 0x0d;
