@@ -121,6 +121,13 @@ export interface RowOptions {
    * `misdecoded-text`). Default false.
    */
   acceptMisdecodedText?: boolean;
+  /**
+   * The file's long numbers show a spreadsheet's rounding (decided on the
+   * whole file before any row, see `showsRounding` in src/csv/scan.ts): a
+   * card number with zeros past its 15th digit is refused even when its Luhn
+   * check passes. Default false.
+   */
+  roundedCardNumbers?: boolean;
 }
 
 type Cells = readonly string[];
@@ -338,10 +345,13 @@ const email = (path: string): FieldCheck => ({
 const cardNumber = (path: string): FieldCheck => ({
   path,
   rule: 'card-number',
-  describe: (value) => {
+  describe: (value, options) => {
     if (SCIENTIFIC_NOTATION.test(value)) return asNumber('is in scientific notation (its last digits are lost)');
     if (!/^\d+$/.test(value)) return 'is not a card number: digits only, without spaces or dashes';
     if (value.length < 12 || value.length > 19) return `is not a card number: 12 to 19 digits expected, it has ${value.length}`;
+    if (options.roundedCardNumbers === true && roundedPast15Digits(value)) {
+      return asNumber('ends in zeros past its 15th digit, as most long numbers of this file do: a spreadsheet rounded them to 15 digits');
+    }
     if (isCardNumber(value)) return undefined;
     if (roundedPast15Digits(value)) return asNumber('ends in zeros past its 15th digit, where a spreadsheet rounds a number to 15 digits');
     return 'is not a valid card number (Luhn check failed)';

@@ -35,6 +35,28 @@ export interface ByteScan {
   wellFormed: boolean;
   /** Bytes read. */
   bytes: number;
+  /**
+   * Numbers of 16 to 19 digits in the file (card-number-like), and how many
+   * of them end in zeros past their 15th significant digit, as a spreadsheet
+   * that stored them as numbers writes them. See {@link showsRounding}.
+   */
+  longNumbers: { total: number; rounded: number };
+}
+
+/** A run of 16 to 19 digits standing alone (not part of a longer number, a decimal or a word). */
+const LONG_NUMBER = /(?<![\w.])\d{16,19}(?![\w.])/g;
+/** Zeros past the 15th significant digit. */
+const ROUNDED = /^0*[1-9]\d{14}0+$/;
+
+/**
+ * Whether a file's long numbers show a spreadsheet's hand: at least 3 of them
+ * and at least half end in zeros past the 15th digit (a real card number
+ * ends in 0 one time in ten; a rounded one always does). Then a card number
+ * ending so is refused even when its Luhn check passes (by chance, one time
+ * in ten): the spreadsheet changed it.
+ */
+export function showsRounding(longNumbers: ByteScan['longNumbers']): boolean {
+  return longNumbers.rounded >= 3 && longNumbers.rounded * 2 >= longNumbers.total;
 }
 
 const QUOTE = 0x22;
@@ -66,6 +88,7 @@ export async function scanCsvBytes(file: string, onChunk?: (chunk: Buffer) => vo
   let p1 = 0;
   let p2 = 0;
   let p3 = 0;
+  const longNumbers = { total: 0, rounded: 0 };
 
   for await (const read of createReadStream(file, { highWaterMark: CHUNK_BYTES })) {
     const chunk = read as Buffer;
@@ -73,6 +96,11 @@ export async function scanCsvBytes(file: string, onChunk?: (chunk: Buffer) => vo
     let start = 0;
     if (bytes === 0 && chunk.subarray(0, BOM.length).equals(BOM)) start = BOM.length;
     bytes += chunk.length;
+    // Digits are ASCII: latin1 is the cheapest text to look for them in (a run cut by the chunk's end is missed).
+    for (const [run] of chunk.toString('latin1').matchAll(LONG_NUMBER)) {
+      longNumbers.total++;
+      if (ROUNDED.test(run)) longNumbers.rounded++;
+    }
     if (!wellFormed) continue; // still read to the end: the hash needs every byte
 
     // Encoding: complete sequences only; a cut one waits for the next chunk.
@@ -123,7 +151,7 @@ export async function scanCsvBytes(file: string, onChunk?: (chunk: Buffer) => vo
   }
   if (at === At.Quoted || carry !== undefined) wellFormed = false;
   if (p2 >= 0xc2 && p2 <= 0xdf && mayBeMisread(p3, p2, p1, undefined)) wellFormed = false;
-  return { wellFormed, bytes };
+  return { wellFormed, bytes, longNumbers };
 }
 
 const isAsciiLetter = (byte: number | undefined): boolean => byte !== undefined && ((byte >= 0x41 && byte <= 0x5a) || (byte >= 0x61 && byte <= 0x7a));

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_RECORD_CHARS, openCsv } from '../../src/csv/reader.js';
-import { scanCsvBytes } from '../../src/csv/scan.js';
+import { scanCsvBytes, showsRounding } from '../../src/csv/scan.js';
 import { collect, tempFolder } from './files.js';
 
 let temp: Awaited<ReturnType<typeof tempFolder>>;
@@ -34,7 +34,7 @@ describe('scanCsvBytes', () => {
     ['accents and other scripts across read chunks', `A,B,C\n${filler(40_000)}\n`],
   ])('is sure of a well-formed file: %s', async (_name, content) => {
     const file = await temp.file('good.csv', content);
-    expect(await scanCsvBytes(file)).toEqual({ wellFormed: true, bytes: Buffer.byteLength(content) });
+    expect(await scanCsvBytes(file)).toEqual({ wellFormed: true, bytes: Buffer.byteLength(content), longNumbers: { total: 0, rounded: 0 } });
     expect(await parses(file)).toBe(true);
   });
 
@@ -84,5 +84,16 @@ describe('scanCsvBytes', () => {
     });
     expect(chunks).toBeGreaterThan(1);
     expect(hash.digest('hex')).toBe(createHash('sha256').update(await readFile(file)).digest('hex'));
+  });
+
+  it('counts long numbers and those a spreadsheet rounded past 15 digits', async () => {
+    const rounded = ['4012888888881880', '5555555555554000', '4111111111111000'];
+    const genuine = ['4012888888881881', '5555555555554444'];
+    const content = `PaymentMethodKey,AccountNumber,Note\n${[...rounded, ...genuine].map((n, i) => `k${i},${n},"ref ${n}1234 12.5"`).join('\n')}\n`;
+    const { longNumbers } = await scanCsvBytes(await temp.file('long.csv', content));
+    expect(longNumbers).toEqual({ total: 5, rounded: 3 });
+    expect(showsRounding(longNumbers)).toBe(true);
+    expect(showsRounding({ total: 7, rounded: 3 })).toBe(false);
+    expect(showsRounding({ total: 2, rounded: 2 })).toBe(false);
   });
 });

@@ -11,6 +11,7 @@ import { planColumns, type ColumnMap, type ColumnPlan } from '../../src/csv/colu
 import { CsvFormatError, FileRejectedError } from '../../src/csv/errors.js';
 import { openCsv, type CsvRow, type ReadOptions } from '../../src/csv/reader.js';
 import { buildCardUpdate, buildCustomerInput, buildSignupRequest, cellOf, validateRow, type RowError, type RowOptions } from '../../src/csv/rows.js';
+import { scanCsvBytes, showsRounding } from '../../src/csv/scan.js';
 import { writeExportFile } from '../../src/export/writer.js';
 import type { ImportKind } from '../../src/outcomes.js';
 import { writeImportResults, type ImportSummary, type ResultRow } from '../../src/results/writeResults.js';
@@ -312,6 +313,27 @@ describe('6. numbers a spreadsheet stored', () => {
     expect(errors[2]?.message).toBe(`row 3 (spreadsheet row 4, line 4), column "ExpirationDate": "629" has three digits: the leading zero of the month was dropped: ${STORED} (rule: spreadsheet-number)`);
     expect(errors[4]?.message).toContain('has 3 digits, one short of the 4 of an American Express card');
     for (const error of errors) expect(error.message).not.toMatch(/4012|1881|1880|3782|0005|737|\b73\b/);
+  });
+
+  it('refuses, per file, rounded card numbers that pass the Luhn check by chance when the file\'s long numbers show the rounding', async () => {
+    // 4111111111111020 passes the Luhn check: alone it cannot be told from a real card number.
+    const content = [header, `${KEY},4111111111111020,1230,737`, `${KEY},4012888888881880,1230,737`, `${KEY},5555555555554000,1230,737`, ''].join('\n');
+    const file = await temp.file('rounded.csv', content);
+    const { longNumbers } = await scanCsvBytes(file);
+    const alone = await importRows('rounded-alone.csv', content, 'cards');
+    expect(alone.errors.map((e) => [e.row, e.rule])).toEqual([
+      [2, 'spreadsheet-number'],
+      [3, 'spreadsheet-number'],
+    ]);
+    const byFile = await importRows('rounded-file.csv', content, 'cards', { row: { ...OPTIONS, roundedCardNumbers: showsRounding(longNumbers) } });
+    expect(byFile.errors.map((e) => [e.row, e.rule])).toEqual([
+      [1, 'spreadsheet-number'],
+      [2, 'spreadsheet-number'],
+      [3, 'spreadsheet-number'],
+    ]);
+    expect(byFile.errors[0]?.message).toBe(
+      `row 1 (spreadsheet row 2, line 2), column "AccountNumber": ends in zeros past its 15th digit, as most long numbers of this file do: a spreadsheet rounded them to 15 digits: ${STORED} (rule: spreadsheet-number)`,
+    );
   });
 
   it('refuses IDs and codes written as floats', async () => {
