@@ -9,7 +9,7 @@ import { sealSecrets, type CardKeyring } from '../cards/crypto.js';
 import { detectKind, loadColumnMap, planColumns, resolvePath, type ColumnPlan } from '../csv/columns.js';
 import { FileRejectedError } from '../csv/errors.js';
 import { openCsv, readHeaders, type ReadOptions } from '../csv/reader.js';
-import { scanCsvBytes } from '../csv/scan.js';
+import { scanCsvBytes, showsRounding } from '../csv/scan.js';
 import { cellOf, maskCells, secretColumnIndexes, validateRow, type RowError, type RowOptions } from '../csv/rows.js';
 import type { ImportKind, JobName } from '../outcomes.js';
 import { RETRY_DEFAULTS } from '../policy.js';
@@ -113,7 +113,8 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
     throw new FileRejectedError(file, ['the file holds card data (AccountNumber/CVCode), and card data is only queued encrypted: set SUBSYNC_CARD_KEY (64 hex characters)']);
   }
 
-  const { digest, wellFormed } = await scanFile(file, kind);
+  const { digest, wellFormed, rounded } = await scanFile(file, kind);
+  options.roundedCardNumbers = rounded;
   const importId = request.force ? `${digest}-${now().toString(36)}${randomBytes(2).toString('hex')}` : digest;
   deps.onImportId?.(importId, kind);
   const log = logger.child({ importId, file });
@@ -251,10 +252,10 @@ async function readThrough(file: string, read: ReadOptions): Promise<void> {
  * One read of the file: sha256 of the kind and the bytes (the import id),
  * and whether csv-parse surely reads the whole file (src/csv/scan.ts).
  */
-export async function scanFile(file: string, kind: ImportKind): Promise<{ digest: string; wellFormed: boolean }> {
+export async function scanFile(file: string, kind: ImportKind): Promise<{ digest: string; wellFormed: boolean; rounded: boolean }> {
   const hash = createHash('sha256').update(`${kind}\n`);
-  const { wellFormed } = await scanCsvBytes(file, (chunk) => hash.update(chunk));
-  return { digest: hash.digest('hex').slice(0, 24), wellFormed };
+  const { wellFormed, longNumbers } = await scanCsvBytes(file, (chunk) => hash.update(chunk));
+  return { digest: hash.digest('hex').slice(0, 24), wellFormed, rounded: showsRounding(longNumbers) };
 }
 
 /** The rows of one flush. */
