@@ -569,7 +569,7 @@ function misdecodedText(value: string): string | undefined {
   const found = misdecodedUtf8(value);
   if (found === undefined) return undefined;
   return (
-    `${show(value)} looks like UTF-8 text read as Windows-1252 and saved again ("${found.found}" was "${found.meant}"): ` +
+    `${show(value)} looks like UTF-8 text read as Windows-1252 and saved again (${show(found.found)} was ${show(found.meant)}): ` +
     `open the original file as UTF-8 (Excel: Data > From Text/CSV, File Origin "65001: Unicode (UTF-8)") and save it as "CSV UTF-8" ${unless}`
   );
 }

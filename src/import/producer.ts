@@ -100,9 +100,10 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
   const { store, queues, logger } = deps;
   const now = deps.now ?? Date.now;
   const file = request.file;
-  const read = { encoding: request.encoding };
-  const headers = await readHeaders(file, read);
   const map = request.mapFile === undefined ? undefined : await loadColumnMap(request.mapFile);
+  // The map's columns count as known when the reader decides the delimiter and the header line.
+  const read = { encoding: request.encoding, map };
+  const headers = await readHeaders(file, read);
   const kind = detectKind({ explicit: request.kind, inboxFolder: request.inboxFolder, headers, map, file });
   // planColumns refuses a --match that is not a customer column of this file.
   const plan = planColumns({ file, kind, headers, map, match: request.match });
