@@ -399,6 +399,13 @@ describe('7. delimiters and lines before the header', () => {
     expect(errors[0]?.message).toBe('row 3 (spreadsheet row 4, line 4), column 4: has no header but holds a value: name the column, or clear its cells (rule: unnamed-column)');
   });
 
+  it('reads Excel\'s "Unicode Text" (UTF-16LE with a BOM, tabs), and a title line above a Windows-1252 header read on purpose', async () => {
+    const unicodeText = await importRows('unicode.txt', utf16le('\uFEFFFirstName\tLastName\r\nZoë\t渡辺, Jr.\r\n'), 'customers');
+    expect(unicodeText.rows).toEqual([{ row: 1, line: 2, sheetRow: 2, cells: ['Zoë', '渡辺, Jr.'] }]);
+    const titled = await importRows('titled.csv', latin1('Clients été\r\nFirstName;LastName\r\nZoë;Müller\r\n'), 'customers', { read: { encoding: 'windows-1252' } });
+    expect(titled.rows).toEqual([{ row: 1, line: 3, sheetRow: 3, cells: ['Zoë', 'Müller'] }]);
+  });
+
   it('reads CR-only line ends (old Mac), lines counted right', async () => {
     const { rows } = await importRows('cr.csv', 'FirstName,LastName\rZoë,"two\rlines"\rAda,Lovelace\r', 'customers');
     expect(rows.map((r) => [r.line, r.sheetRow])).toEqual([
