@@ -184,14 +184,15 @@ function countLineBreaks(bytes: Buffer): number {
  * Text that is valid UTF-8 only by chance: a Windows-1252 capital letter
  * (0xC0–0xDF) followed by punctuation (0x80–0xBF: ’ “ ” – NBSP …) happens to
  * be a two-byte UTF-8 sequence, e.g. `É’` (C9 92) decodes to `ɒ`. Such
- * letters come from blocks no name list uses: C1 controls, IPA extensions,
- * and letters of Greek to NKo (U+0370–U+07FF) written inside a Latin word.
+ * text shows C1 controls, which no text uses, or letters of blocks no name
+ * list uses inside a Latin word: IPA extensions, and Greek to NKo
+ * (U+0370–U+07FF). An IPA letter standing alone (`ʤ`) is text as written.
  * Returns the offending character, or undefined.
  */
 export function legacyReadAsUtf8(text: string): string | undefined {
   // Plain text is the common case: nothing to look at.
   if (!/[\u0080-\u07ff]/.test(text)) return undefined;
-  const misread = /[\u0080-\u009f\u0250-\u02af]|[A-Za-z][\u0370-\u07ff]|[\u0370-\u07ff][A-Za-z]/.exec(text);
+  const misread = /[\u0080-\u009f]|[A-Za-z][\u0250-\u02af\u0370-\u07ff]|[\u0250-\u02af\u0370-\u07ff][A-Za-z]/.exec(text);
   if (!misread) return undefined;
   return [...misread[0]].find((char) => !/[A-Za-z]/.test(char));
 }
