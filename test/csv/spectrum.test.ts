@@ -27,11 +27,6 @@ const CASES: ReadonlyArray<[string, string, string[][]]> = [
   ['simple', 'a,b,c\n1,2,3\n', [['a', 'b', 'c'], ['1', '2', '3']]],
   ['simple_crlf', 'a,b,c\r\n1,2,3\r\n', [['a', 'b', 'c'], ['1', '2', '3']]],
   ['utf8', 'a,b,c\n1,2,3\n4,5,ʤ\n', [['a', 'b', 'c'], ['1', '2', '3'], ['4', '5', 'ʤ']]],
-  [
-    'location_coordinates',
-    'Location,Latitude,Longitude\r\n"Some place, somewhere",-12.345678,98.765432\r\n',
-    [['Location', 'Latitude', 'Longitude'], ['Some place, somewhere', '-12.345678', '98.765432']],
-  ],
 ];
 
 describe('csv-spectrum', () => {
