@@ -31,7 +31,7 @@ import { open } from 'node:fs/promises';
 import { isUtf8 } from 'node:buffer';
 import { Transform, pipeline, type TransformCallback } from 'node:stream';
 import { CsvError, parse } from 'csv-parse';
-import { isKnownHeader, type ColumnMap } from './columns.js';
+import { cleanHeader, isKnownHeader, type ColumnMap } from './columns.js';
 import { CsvFormatError, FileRejectedError } from './errors.js';
 import { chooseEncoding, codePointName, decodeAll, firstInvalidUtf8, legacyProblem, legacyReadAsUtf8, placeHeader, type HeaderPlace } from './sniff.js';
 
@@ -236,8 +236,8 @@ async function startOf(file: string, options: ReadOptions): Promise<FileStart> {
   // Streaming mode for a cut head (a character may continue in the next bytes); decodeAll for a whole file.
   const text = complete ? decodeAll(encoding.encoding, rest) : new TextDecoder(encoding.encoding).decode(rest, { stream: true });
   const map = options.map;
-  const mapKeys = new Set(Object.keys(map ?? {}).map((key) => key.trim()));
-  const place = placeHeader(text, complete, (cell) => mapKeys.has(cell.trim()) || isKnownHeader(cell));
+  const mapKeys = new Set(Object.keys(map ?? {}).map(cleanHeader));
+  const place = placeHeader(text, complete, (cell) => mapKeys.has(cleanHeader(cell)) || isKnownHeader(cell));
   if ('problem' in place) throw new FileRejectedError(file, [place.problem]);
   if (place.skipLines > 0) {
     // The lines above the header are dropped in bytes (UTF-8) or characters (decoded).

@@ -237,6 +237,9 @@ export function placeHeader(text: string, complete: boolean, isKnown: (cell: str
 
   const firstUsed = lines.findIndex((line, i) => i >= start && line.text.trim() !== '');
   if (firstUsed === -1) return place(start, delimiters[0] ?? ',');
+  // A comma header with a known column is the header, its unknown columns the planning's business.
+  const commaCells = namedCells(lines[firstUsed]?.text ?? '', ',');
+  if (!sep && commaCells.length >= 2 && commaCells.some(isKnown)) return place(firstUsed, ',');
   for (let i = firstUsed; i < Math.min(lines.length, firstUsed + HEADER_SEARCH_LINES); i++) {
     const line = lines[i]?.text ?? '';
     if (line.trim() === '') continue;

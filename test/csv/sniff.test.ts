@@ -86,6 +86,10 @@ describe('placeHeader', () => {
     expect(place('My customers\r\n\r\nFirstName,LastName\r\n')).toEqual({ delimiter: ',', skipLines: 2, skipChars: 16, sepLine: false });
   });
 
+  it('takes a comma line with a known column as the header, whatever follows', () => {
+    expect(place('FirstName,LastName,Foo\nA,B,C\nFirstName,LastName\n')).toMatchObject({ delimiter: ',', skipLines: 0 });
+  });
+
   it('refuses lines of several cells above the header', () => {
     expect(place('Report,May\nFirstName,LastName\n')).toEqual({
       problem: 'the header is on line 2, not on line 1: remove line 1 above it, so that the header is the first line, and drop the file in again',
