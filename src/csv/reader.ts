@@ -215,6 +215,8 @@ export async function readHeaders(file: string, options: ReadOptions = {}): Prom
 interface FileStart {
   encoding: { encoding: string; bomBytes: number; declared: boolean };
   place: HeaderPlace;
+  /** What to drop before the header (a BOM, lines above it): bytes when the file is UTF-8, decoded characters otherwise. */
+  skip: number;
 }
 
 /** Reads the first bytes of `file` and decides its encoding, delimiter and header line, or refuses it. */
@@ -239,14 +241,9 @@ async function startOf(file: string, options: ReadOptions): Promise<FileStart> {
   const mapKeys = new Set(Object.keys(map ?? {}).map(cleanHeader));
   const place = placeHeader(text, complete, (cell) => mapKeys.has(cleanHeader(cell)) || isKnownHeader(cell));
   if ('problem' in place) throw new FileRejectedError(file, [place.problem]);
-  if (place.skipLines > 0) {
-    // The lines above the header are dropped in bytes (UTF-8) or characters (decoded).
-    const skipped = text.slice(0, place.skipChars);
-    place.skipChars = encoding.encoding === 'utf-8' ? encoding.bomBytes + Buffer.byteLength(skipped) : skipped.length;
-  } else if (encoding.encoding === 'utf-8') {
-    place.skipChars = encoding.bomBytes;
-  }
-  return { encoding, place };
+  // UTF-8 passes through as bytes; any other encoding is dropped from once decoded (its decoder drops its BOM).
+  const skip = encoding.encoding === 'utf-8' ? encoding.bomBytes + Buffer.byteLength(text.slice(0, place.skipChars)) : place.skipChars;
+  return { encoding, place, skip };
 }
 
 /**
@@ -276,7 +273,7 @@ class Decoder extends Transform {
     super();
     this.utf8 = start.encoding.encoding === 'utf-8';
     this.text = this.utf8 ? undefined : new TextDecoder(start.encoding.encoding);
-    this.toSkip = start.place.skipChars;
+    this.toSkip = start.skip;
     this.lines = start.place.skipLines;
   }
 
