@@ -160,6 +160,11 @@ describe('2. text misdecoded by a spreadsheet is refused row by row', () => {
     expect(errors[2]?.message).toContain('("â€™" was "’")');
   });
 
+  it('never quotes a password: a Password cell is not checked', async () => {
+    const { errors } = await importRows('password.csv', 'FirstName,LastName,Password\nZoë,Müller,sÃ©cret\n', 'customers');
+    expect(errors).toEqual([]);
+  });
+
   it('takes it as written when the operator says it is meant', async () => {
     const { errors } = await importRows('meant.csv', 'FirstName,LastName\nZoÃ«,Müller\n', 'customers', { row: { ...OPTIONS, acceptMisdecodedText: true } });
     expect(errors).toEqual([]);
