@@ -62,3 +62,12 @@ export function maskCardNumber(value: string): string {
 export function scrubCardNumbers(text: string): string {
   return text.replace(/\d(?:[ -]?\d){11,18}/g, (run) => maskCardNumber(run));
 }
+
+/** American Express: card numbers starting 34 or 37. Its security code has 4 digits; other brands' have 3. */
+export const isAmericanExpress = (cardNumber: string): boolean => /^3[47]\d{13}$/.test(cardNumber);
+
+/** The length of the security code of the card `cardNumber`, or undefined when the number is not a card number. */
+export function cvcLengthFor(cardNumber: string): 3 | 4 | undefined {
+  if (!isCardNumber(cardNumber)) return undefined;
+  return isAmericanExpress(cardNumber) ? 4 : 3;
+}

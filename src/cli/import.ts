@@ -23,6 +23,7 @@ export interface ImportFlags {
   map?: string;
   match?: string;
   expiryFormat: 'MMYY' | 'YYMM';
+  encoding?: string;
   attempts: number;
   dryRun?: boolean;
   wait?: boolean;
@@ -52,6 +53,7 @@ export function register(program: Command): void {
     .option('--map <file>', 'JSON {"Their Column": "Path"} renaming your columns', parseNonEmpty)
     .option('--match <field>', 'customers: update the customer whose FIELD matches (searched by last name), else create', parseNonEmpty)
     .option('--expiry-format <format>', 'order of ExpirationDate: MMYY or YYMM', parseExpiryFormat, 'MMYY')
+    .option('--encoding <name>', 'read a file that is not UTF-8 in this encoding, e.g. windows-1252, macintosh, utf-16le', parseNonEmpty)
     .option('--attempts <n>', 'attempts per row for transient failures', parseAttempts, 8)
     .option('--dry-run', 'validate everything (and read each offer of a sign-ups file); enqueue nothing')
     .option('--wait', 'show progress until every row has settled; exit 0 all succeeded, 3 some did not')
@@ -81,6 +83,7 @@ export async function runImport(runtime: Runtime, file: string, flags: ImportFla
       mapFile: flags.map,
       match: flags.match,
       expiryFormat: flags.expiryFormat,
+      encoding: flags.encoding,
       attempts: flags.attempts,
       dryRun: flags.dryRun,
       force: flags.force,

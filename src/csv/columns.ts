@@ -10,7 +10,9 @@
  * - plan: the file's headers resolved to paths, once per file, before any row
  *   is read; every row is then read through it.
  *
- * Header matching, in order (each header is trimmed first):
+ * Header matching, in order (each header is trimmed first, of spaces and of
+ * invisible characters too: a zero-width space, NBSP, BOM or directional mark
+ * pasted with a name, see {@link cleanHeader}):
  * 1. a `--map` entry whose key is the header (keys trimmed too) replaces the
  *    header by its value; a value of `null` drops the column;
  * 2. a header beginning with `_` is one of subsync's own annotation columns
@@ -22,6 +24,11 @@
  *    difference between an operator's header and the contract, and no two
  *    paths differ only in case, so this is never ambiguous. The ProductFieldCode
  *    after `Fields.` is data for the service and keeps its case as written.
+ * A column the service owns and a customer body does not carry
+ * (`CollectionMethod`, as an export has it) is recognised and ignored, so an
+ * export dropped back as an update file needs no `--map`. Empty headers at the
+ * end of the header row (a spreadsheet's used range: `FirstName,LastName,,`)
+ * are ignored too; a value under one is refused row by row.
  * Anything else is an unknown column, and rejects the file.
  */
 import { readFile } from 'node:fs/promises';
@@ -37,6 +44,7 @@ import {
 } from '../api/schemas/index.js';
 import { IMPORT_KINDS, type ImportKind } from '../outcomes.js';
 import { ColumnMapError, FileRejectedError } from './errors.js';
+import { showText } from './sniff.js';
 
 /** `--map FILE`: `{"Their Column": "Path"}`; a `null` path drops the column. */
 export type ColumnMap = Readonly<Record<string, string | null>>;
@@ -59,6 +67,20 @@ const [ACCOUNT_NUMBER, CV_CODE] = CARD_SECRET_FIELDS;
 export const PAYMENT_METHOD_KEY = 'PaymentMethodKey';
 /** The customer identifier: a customers row with one is an update. */
 export const CUSTOMER_ID = 'CustomerID';
+
+/** Columns the service owns: read back and exported, never sent; ignored in a customers file. */
+export const SERVICE_OWNED_PATHS: Readonly<Record<ImportKind, readonly string[]>> = {
+  customers: ['CollectionMethod'],
+  signups: [],
+  cards: [],
+};
+
+/** Invisible characters a copy and paste or a spreadsheet leaves around text: NBSP, zero-width, BOM, directional marks. */
+export const INVISIBLE_CHARACTERS = '\u00a0\u200b-\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff';
+const SURROUNDING_INVISIBLES = new RegExp(`^[\\s${INVISIBLE_CHARACTERS}]+|[\\s${INVISIBLE_CHARACTERS}]+$`, 'g');
+
+/** A header as matched: trimmed of spaces and of invisible characters around it. */
+export const cleanHeader = (header: string): string => header.replace(SURROUNDING_INVISIBLES, '');
 
 /** Provisioning items a sign-up row may carry: `SubscriptionItems[0]` to `[9]`. */
 export const MAX_SUBSCRIPTION_ITEMS = 10;
@@ -170,6 +192,19 @@ export function resolvePath(kind: ImportKind, text: string): string | undefined 
   return undefined;
 }
 
+/**
+ * Whether `header` names a column of any kind (or one subsync writes or
+ * ignores): the reader's test of a header line before the kind is known.
+ */
+export function isKnownHeader(header: string): boolean {
+  const text = cleanHeader(header);
+  if (text === '') return false;
+  if (isAnnotationHeader(text)) return true;
+  return IMPORT_KINDS.some(
+    (kind) => resolvePath(kind, text) !== undefined || SERVICE_OWNED_PATHS[kind].some((owned) => owned.toLowerCase() === text.toLowerCase()),
+  );
+}
+
 // ---------------------------------------------------------------------------
 // --map FILE
 
@@ -206,7 +241,7 @@ export async function loadColumnMap(file: string): Promise<ColumnMap> {
 
 /** What one header becomes after the map: a path to resolve, or null when the map drops it. */
 function applyMap(map: ColumnMap | undefined, header: string): { target: string | null; mapKey?: string } {
-  const text = header.trim();
+  const text = cleanHeader(header);
   if (map) {
     for (const [key, value] of Object.entries(map)) {
       if (key.trim() === text) return { target: value === null ? null : value.trim(), mapKey: key };
@@ -245,9 +280,15 @@ export function planColumns(input: PlanInput): ColumnPlan {
   const index = new Map<string, number>();
   const usedMapKeys = new Set<string>();
 
+  const lastNamed = headers.findLastIndex((header) => cleanHeader(header) !== '');
   headers.forEach((header, i) => {
-    const text = header.trim();
+    const text = cleanHeader(header);
     const position = `column ${i + 1}`;
+    if (text === '' && i > lastNamed) {
+      // A spreadsheet's used range: an unnamed column at the end, ignored (a value under it is refused per row).
+      paths.push('');
+      return;
+    }
     if (text === '') {
       problems.push(`unknown column "(empty)" at ${position}: every column needs a header`);
       paths.push('');
@@ -259,9 +300,13 @@ export function planColumns(input: PlanInput): ColumnPlan {
       paths.push('');
       return;
     }
+    if (mapKey === undefined && SERVICE_OWNED_PATHS[kind].some((owned) => owned.toLowerCase() === text.toLowerCase())) {
+      paths.push('');
+      return;
+    }
     const resolved = resolvePath(kind, target);
     if (resolved === undefined) {
-      const named = mapKey === undefined ? `unknown column "${text}"` : `column "${text}" is mapped to unknown path "${target}"`;
+      const named = mapKey === undefined ? `unknown column ${showText(text)}` : `column ${showText(text)} is mapped to unknown path ${showText(target)}`;
       problems.push(`${named}${hintFor(kind, target)}`);
       paths.push('');
       return;
@@ -269,7 +314,7 @@ export function planColumns(input: PlanInput): ColumnPlan {
     const first = index.get(resolved);
     if (first !== undefined) {
       problems.push(
-        `duplicate column "${resolved}": "${headers[first]?.trim() ?? ''}" (column ${first + 1}) and "${text}" (${position}) both name it`,
+        `duplicate column "${resolved}": ${showText(cleanHeader(headers[first] ?? ''))} (column ${first + 1}) and ${showText(text)} (${position}) both name it`,
       );
     } else {
       index.set(resolved, i);

@@ -1,26 +1,39 @@
 /**
- * Streaming CSV reader: UTF-8 (with or without BOM), RFC 4180 quoting (quoted
- * commas, doubled quotes, line breaks inside quotes), CRLF, LF or CR line
- * endings, even mixed. Records come one at a time from csv-parse with
- * backpressure, so memory does not grow with the file: only the read stream's
- * buffer and a few parsed records are held at once.
+ * Streaming CSV reader: RFC 4180 quoting (quoted delimiters, doubled quotes,
+ * line breaks inside quotes), CRLF, LF or CR line endings, even mixed. Records
+ * come one at a time from csv-parse with backpressure, so memory does not grow
+ * with the file: only the read stream's buffer and a few parsed records are
+ * held at once.
  *
  * What the reader decides (and validation relies on):
- * - The first record is the header; `row` 1 is the first record after it.
+ * - Encoding, delimiter and header line come from the first bytes (see
+ *   src/csv/sniff.ts): UTF-8 with or without BOM, UTF-16 with a BOM, or the
+ *   encoding named by `encoding` (`--encoding`); a comma, or `;` or a tab when
+ *   the header shows it beyond doubt, or the `sep=X` of a first line; lines
+ *   above a header that follows beyond doubt skipped when each is one cell.
+ * - The first record read is the header; `row` 1 is the first record after it.
  * - Empty lines, and records whose every cell is blank (spreadsheets append
- *   `,,,,` lines), are not rows: they are skipped and do not take a row number.
+ *   `,,,,` lines), are not rows: they are skipped and do not take a row number
+ *   (but they take a spreadsheet row: `sheetRow` counts them).
  * - A record with more or fewer cells than the header is yielded as it is
  *   (`relax_column_count`); validation reports it (rule `column-count`).
  * - Anything csv-parse cannot read (an unclosed or stray quote, a record over
- *   {@link MAX_RECORD_CHARS}) and bytes that are not UTF-8 stop the read with
- *   a CsvFormatError naming the line where the failing record starts. It is a
- *   fault of the whole file: it may come from `openCsv` or from the rows (the
- *   parser reads ahead, so rows just before the fault may not be yielded).
+ *   {@link MAX_RECORD_CHARS}), bytes that are not UTF-8, and UTF-8 that is
+ *   surely another encoding read by chance stop the read with a CsvFormatError
+ *   naming the line. Its reason says where and what kind of character, never
+ *   a cell's content (a card number must not reach a log or the inbox's error
+ *   file). It is a fault of the whole file: it may come from `openCsv` or from
+ *   the rows (the parser reads ahead, so rows just before the fault may not be
+ *   yielded).
  */
 import { createReadStream } from 'node:fs';
-import { pipeline } from 'node:stream';
+import { open } from 'node:fs/promises';
+import { isUtf8 } from 'node:buffer';
+import { Transform, pipeline, type TransformCallback } from 'node:stream';
 import { CsvError, parse } from 'csv-parse';
+import { cleanHeader, isKnownHeader, type ColumnMap } from './columns.js';
 import { CsvFormatError, FileRejectedError } from './errors.js';
+import { chooseEncoding, codePointName, decodeAll, firstInvalidUtf8, legacyProblem, legacyReadAsUtf8, placeHeader, type HeaderPlace } from './sniff.js';
 
 /** One data record of a CSV file. */
 export interface CsvRow {
@@ -28,6 +41,12 @@ export interface CsvRow {
   row: number;
   /** The line of the file where the record starts (1-based; the header is on line 1 or later). */
   line: number;
+  /**
+   * The row a spreadsheet shows the record on: the header is row 1 (or lower
+   * when title lines stand above it), blank lines and blank records count.
+   * Absent for a row that does not come from a file (an edited row).
+   */
+  sheetRow?: number;
   /** The cells as written (not trimmed); as many as the record has, which may differ from the header. */
   cells: string[];
 }
@@ -40,8 +59,19 @@ export interface CsvFile {
   readonly rows: AsyncIterable<CsvRow>;
   /** Bytes read from disk so far (for progress; always ahead of the rows yielded). */
   readonly bytesRead: number;
+  /** The delimiter the file is read with. */
+  readonly delimiter: string;
+  /** The encoding the file is read in (a TextDecoder label). */
+  readonly encoding: string;
   /** Stops reading and releases the file; safe to call more than once. */
   close(): void;
+}
+
+export interface ReadOptions {
+  /** `--encoding NAME`: read the file in this encoding (a TextDecoder label), whatever its bytes suggest. */
+  encoding?: string;
+  /** `--map FILE`: its keys count as known columns when the delimiter and the header line are decided. */
+  map?: ColumnMap;
 }
 
 /**
@@ -51,57 +81,65 @@ export interface CsvFile {
  */
 export const MAX_RECORD_CHARS = 1024 * 1024;
 
+/** Bytes looked at before reading: the encoding, the delimiter and the header line are decided on them. */
+const HEAD_BYTES = 64 * 1024;
+
 /** Line breaks as they count for line numbers: CRLF is one. */
 const LINE_BREAK = /\r\n|\r|\n/g;
 
-/** What the decoder produces for bytes that are not UTF-8. */
-const REPLACEMENT_CHARACTER = '\uFFFD';
-
 /**
  * Opens `file` and reads its header record. Rejects with FileRejectedError when
- * the file has no header (it is empty), CsvFormatError when the header cannot
- * be parsed, or the file system's error (ENOENT, EACCES) as it is.
+ * the file has no header (it is empty) or its delimiter or header line is in
+ * doubt, CsvFormatError when it is not in a readable encoding or the header
+ * cannot be parsed, or the file system's error (ENOENT, EACCES) as it is.
  */
-export async function openCsv(file: string): Promise<CsvFile> {
+export async function openCsv(file: string, options: ReadOptions = {}): Promise<CsvFile> {
+  const start = await startOf(file, options);
   // Line numbers are counted here, as each record is parsed (csv-parse's own
   // `lines` counts a CRLF inside quotes twice): a record starts one line after
   // the lines the records before it took, plus the empty lines csv-parse skipped.
-  let linesTaken = 0;
+  let linesTaken = start.place.skipLines;
+  // Records parsed so far, blank ones included: a spreadsheet shows each on a row.
+  let recordsSeen = 0;
+  const sheetOffset = start.place.skipLines - (start.place.sepLine ? 1 : 0);
   // The starting lines of the records parsed but not yet consumed, in order:
   // the parser reads ahead of the consumer by at most a read chunk.
-  const pendingLines: number[] = [];
+  const pendingLines: { line: number; sheetRow: number }[] = [];
   let headerSeen = false;
+  let headerCells: string[] = [];
   const onRecord = (cells: string[], context: { empty_lines: number }): string[] | null => {
     const line = 1 + linesTaken + context.empty_lines;
+    const sheetRow = 1 + sheetOffset + recordsSeen + context.empty_lines;
+    recordsSeen += 1;
     linesTaken += 1 + cells.reduce((sum, cell) => sum + countLineBreaks(cell), 0);
-    if (cells.some((cell) => cell.includes(REPLACEMENT_CHARACTER))) {
-      throw new CsvFormatError(
-        file,
-        line,
-        'the file is not UTF-8 (it holds bytes that are not UTF-8 text); save it as "CSV UTF-8" and drop it in again',
-      );
+    if (!start.encoding.declared) {
+      const misread = cells.map(legacyReadAsUtf8).find((char) => char !== undefined);
+      if (misread !== undefined) throw new CsvFormatError(file, line, misreadReason(misread));
     }
     if (headerSeen && cells.every((cell) => cell.trim() === '')) return null;
+    // Kept here, not when the header is consumed: a parse error in a small file surfaces before that.
+    if (!headerSeen) headerCells = cells;
     headerSeen = true;
-    pendingLines.push(line);
+    pendingLines.push({ line, sheetRow });
     return cells;
   };
 
   const input = createReadStream(file);
+  const decoder = new Decoder(file, start);
   const parser = parse({
-    bom: true,
     // No `columns`: records stay arrays, the header is data to check, not keys to trust.
     relax_column_count: true,
     skip_empty_lines: true,
+    delimiter: start.place.delimiter,
     // Any of the three, even mixed in one file (csv-parse would otherwise
     // settle on the first one it sees).
     record_delimiter: ['\r\n', '\n', '\r'],
     max_record_size: MAX_RECORD_CHARS,
     on_record: onRecord,
   });
-  // pipeline forwards a read error (ENOENT) into the parser, so it surfaces
+  // pipeline forwards a read or decoding error into the parser, so it surfaces
   // from the iterator below; the callback has nothing left to do.
-  pipeline(input, parser, () => {});
+  pipeline(input, decoder, parser, () => {});
   const records = parser[Symbol.asyncIterator]();
 
   let closed = false;
@@ -109,11 +147,12 @@ export async function openCsv(file: string): Promise<CsvFile> {
     if (closed) return;
     closed = true;
     input.destroy();
+    decoder.destroy();
     parser.destroy();
   };
 
   /** The next record with its starting line, or undefined at the end of the file. */
-  const nextRecord = async (): Promise<{ cells: string[]; line: number } | undefined> => {
+  const nextRecord = async (): Promise<{ cells: string[]; line: number; sheetRow: number } | undefined> => {
     let result: IteratorResult<unknown>;
     try {
       result = await records.next();
@@ -123,12 +162,14 @@ export async function openCsv(file: string): Promise<CsvFile> {
         // The record being parsed starts after every record parsed so far
         // (the consumer may not have seen them all yet: the parser reads ahead).
         const skipped = typeof err['empty_lines'] === 'number' ? err['empty_lines'] : 0;
-        throw new CsvFormatError(file, 1 + linesTaken + skipped, err.message, { cause: err });
+        const line = 1 + linesTaken + skipped;
+        throw new CsvFormatError(file, line, parseErrorReason(err, line, headerCells, start.place.delimiter, decoder.recentText()), { cause: err });
       }
-      throw err;
+      throw decoder.failure ?? err;
     }
     if (result.done === true) return undefined;
-    return { cells: asCells(result.value), line: pendingLines.shift() ?? 0 };
+    const place = pendingLines.shift() ?? { line: 0, sheetRow: 0 };
+    return { cells: asCells(result.value), ...place };
   };
 
   const header = await nextRecord();
@@ -144,7 +185,7 @@ export async function openCsv(file: string): Promise<CsvFile> {
         const record = await nextRecord();
         if (record === undefined) return;
         row += 1;
-        yield { row, line: record.line, cells: record.cells };
+        yield { row, line: record.line, sheetRow: record.sheetRow, cells: record.cells };
       }
     } finally {
       close();
@@ -157,15 +198,231 @@ export async function openCsv(file: string): Promise<CsvFile> {
     get bytesRead() {
       return input.bytesRead;
     },
+    delimiter: start.place.delimiter,
+    encoding: start.encoding.encoding,
     close,
   };
 }
 
 /** Reads only the header record of `file` (kind detection, dry runs), then closes it. */
-export async function readHeaders(file: string): Promise<string[]> {
-  const csv = await openCsv(file);
+export async function readHeaders(file: string, options: ReadOptions = {}): Promise<string[]> {
+  const csv = await openCsv(file, options);
   csv.close();
   return csv.headers;
+}
+
+/** What the first bytes decided. */
+interface FileStart {
+  encoding: { encoding: string; bomBytes: number; declared: boolean };
+  place: HeaderPlace;
+  /** What to drop before the header (a BOM, lines above it): bytes when the file is UTF-8, decoded characters otherwise. */
+  skip: number;
+}
+
+/** Reads the first bytes of `file` and decides its encoding, delimiter and header line, or refuses it. */
+async function startOf(file: string, options: ReadOptions): Promise<FileStart> {
+  const handle = await open(file, 'r');
+  let head: Buffer;
+  let complete: boolean;
+  try {
+    const buffer = Buffer.alloc(HEAD_BYTES);
+    const { bytesRead } = await handle.read(buffer, 0, HEAD_BYTES, 0);
+    head = buffer.subarray(0, bytesRead);
+    complete = bytesRead < HEAD_BYTES;
+  } finally {
+    await handle.close();
+  }
+  const encoding = chooseEncoding(head, options.encoding);
+  if ('problem' in encoding) throw new CsvFormatError(file, encoding.line, encoding.problem);
+  const rest = head.subarray(encoding.bomBytes);
+  // Streaming mode for a cut head (a character may continue in the next bytes); decodeAll for a whole file.
+  const text = complete ? decodeAll(encoding.encoding, rest) : new TextDecoder(encoding.encoding).decode(rest, { stream: true });
+  const map = options.map;
+  const mapKeys = new Set(Object.keys(map ?? {}).map(cleanHeader));
+  const place = placeHeader(text, complete, (cell) => mapKeys.has(cleanHeader(cell)) || isKnownHeader(cell));
+  if ('problem' in place) throw new FileRejectedError(file, [place.problem]);
+  // UTF-8 passes through as bytes; any other encoding is dropped from once decoded (its decoder drops its BOM).
+  const skip = encoding.encoding === 'utf-8' ? encoding.bomBytes + Buffer.byteLength(text.slice(0, place.skipChars)) : place.skipChars;
+  return { encoding, place, skip };
+}
+
+/**
+ * Bytes to UTF-8 for csv-parse. UTF-8 passes through, checked: the first byte
+ * that is not UTF-8 stops the read with the line it is on and the likely
+ * encoding. Any other encoding is decoded. The lines above the header and a
+ * BOM are dropped here.
+ */
+class Decoder extends Transform {
+  /** Set when the bytes are refused; the parser's error is this one. */
+  failure: CsvFormatError | undefined;
+  private readonly utf8: boolean;
+  private readonly text: InstanceType<typeof TextDecoder> | undefined;
+  private toSkip: number;
+  /** Line breaks passed so far (UTF-8 only; for the line of a bad byte). */
+  private lines = 0;
+  private lastWasCr = false;
+  /** The bytes of a UTF-8 sequence cut by the end of the previous chunk. */
+  private carry: Buffer | undefined;
+  /** The last two chunks passed on (UTF-8), for a parse error's likely cause (never shown). */
+  private recent: Buffer[] = [];
+
+  constructor(
+    private readonly file: string,
+    start: FileStart,
+  ) {
+    super();
+    this.utf8 = start.encoding.encoding === 'utf-8';
+    this.text = this.utf8 ? undefined : new TextDecoder(start.encoding.encoding);
+    this.toSkip = start.skip;
+    this.lines = start.place.skipLines;
+  }
+
+  recentText(): string {
+    return Buffer.concat(this.recent).toString('utf8');
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
+    if (this.text !== undefined) {
+      this.passText(this.text.decode(chunk, { stream: true }));
+      done();
+      return;
+    }
+    let bytes = this.carry === undefined ? chunk : Buffer.concat([this.carry, chunk]);
+    this.carry = undefined;
+    // isUtf8 is native and fast; the byte-by-byte walk only locates a fault.
+    const bad = isUtf8(bytes.subarray(0, bytes.length - cutTail(bytes))) ? undefined : firstInvalidUtf8(bytes, true);
+    if (bad !== undefined) {
+      const { line, problem } = legacyProblem(bytes, bad, 1 + this.lines - (this.lastWasCr && bytes[0] === 0x0a ? 1 : 0));
+      this.failure = new CsvFormatError(this.file, line, problem);
+      done(this.failure);
+      return;
+    }
+    const cut = cutTail(bytes);
+    if (cut > 0) {
+      this.carry = Buffer.from(bytes.subarray(bytes.length - cut));
+      bytes = bytes.subarray(0, bytes.length - cut);
+    }
+    this.countLines(bytes);
+    if (this.toSkip > 0) {
+      const skip = Math.min(this.toSkip, bytes.length);
+      this.toSkip -= skip;
+      bytes = bytes.subarray(skip);
+    }
+    this.remember(bytes);
+    if (bytes.length > 0) this.push(bytes);
+    done();
+  }
+
+  override _flush(done: TransformCallback): void {
+    if (this.text !== undefined) this.passText(this.text.decode());
+    else if (this.carry !== undefined) {
+      const { line, problem } = legacyProblem(this.carry, 0, 1 + this.lines);
+      this.failure = new CsvFormatError(this.file, line, problem);
+      done(this.failure);
+      return;
+    }
+    done();
+  }
+
+  private passText(decoded: string): void {
+    // Always decoded in streaming mode (see decodeAll: Node's one-call decode drops bytes).
+    let text = decoded;
+    if (this.toSkip > 0) {
+      const skip = Math.min(this.toSkip, text.length);
+      this.toSkip -= skip;
+      text = text.slice(skip);
+    }
+    const bytes = Buffer.from(text, 'utf8');
+    this.remember(bytes);
+    if (bytes.length > 0) this.push(bytes);
+  }
+
+  private remember(bytes: Buffer): void {
+    this.recent.push(bytes);
+    if (this.recent.length > 2) this.recent.shift();
+  }
+
+  private countLines(bytes: Buffer): void {
+    // Every CR is a line break, and every LF not just after a CR (indexOf is native: no walk per byte).
+    for (let at = bytes.indexOf(0x0d); at !== -1; at = bytes.indexOf(0x0d, at + 1)) this.lines++;
+    for (let at = bytes.indexOf(0x0a); at !== -1; at = bytes.indexOf(0x0a, at + 1)) {
+      const afterCr = at === 0 ? this.lastWasCr : bytes[at - 1] === 0x0d;
+      if (!afterCr) this.lines++;
+    }
+    // A CRLF cut between two chunks is one line break: its LF is not counted again.
+    this.lastWasCr = bytes[bytes.length - 1] === 0x0d;
+  }
+}
+
+/** How many bytes at the end of `chunk` start a UTF-8 sequence the chunk does not complete. */
+function cutTail(chunk: Buffer): number {
+  for (let back = 1; back <= Math.min(3, chunk.length); back++) {
+    const byte = chunk[chunk.length - back] ?? 0;
+    if ((byte & 0xc0) === 0x80) continue;
+    if (byte < 0xc0) return 0;
+    const length = byte >= 0xf0 ? 4 : byte >= 0xe0 ? 3 : 2;
+    return back < length ? back : 0;
+  }
+  return 0;
+}
+
+function misreadReason(char: string): string {
+  return (
+    `the file is not UTF-8: it looks like Windows-1252 whose bytes happen to be valid UTF-8 (it decodes to ${codePointName(char)}, ` +
+    'a character no name or code uses, as a capital accented letter followed by a quote or dash does); ' +
+    'save it as "CSV UTF-8" and drop it in again, read it as it is with --encoding windows-1252, or say it is UTF-8 with --encoding utf-8'
+  );
+}
+
+/** What kind of character `char` is, for a message that must not show the data. */
+function kindOfCharacter(char: string): string {
+  if (char === '\\') return 'a backslash (\\)';
+  if (char === ';') return 'a semicolon (;)';
+  if (char === '\t') return 'a tab';
+  if (char === ',') return 'a comma';
+  if (char === '"') return 'a quote';
+  if (/^\s$/.test(char)) return 'a space';
+  if (/^\d$/.test(char)) return 'a digit';
+  if (/^\p{L}$/u.test(char)) return 'a letter';
+  return `a punctuation mark or symbol (${codePointName(char)})`;
+}
+
+/**
+ * A csv-parse error in the product's words: the line, the 1-based column (and
+ * its header), what was found and the likely cause. csv-parse's own message
+ * quotes the cell's content (a card number would reach stderr and the inbox's
+ * error file): it is never used.
+ */
+function parseErrorReason(err: CsvError, line: number, headers: readonly string[], delimiter: string, recent: string): string {
+  const index = typeof err['column'] === 'number' ? err['column'] : undefined;
+  const header = index === undefined ? undefined : headers[index]?.trim();
+  const column = index === undefined ? '' : `, column ${index + 1}${header ? ` ("${header}")` : ''}`;
+  const at = `in the record starting on line ${line}${column}`;
+  const backslashes = /\\"/.test(recent);
+  const mysql =
+    'the file escapes quotes with a backslash (\\"), as MySQL\'s SELECT … INTO OUTFILE writes it: CSV doubles a quote inside a quoted cell (""); ' +
+    "export with FIELDS TERMINATED BY ',' OPTIONALLY ENCLOSED BY '\"' ESCAPED BY '\"'";
+  switch (err.code) {
+    case 'INVALID_OPENING_QUOTE':
+      return `${at}: a quote (") inside a cell that does not start with one; likely cause: a quote typed inside an unquoted cell (quote the whole cell and double the quote inside it, or remove it)`;
+    case 'CSV_INVALID_CLOSING_QUOTE': {
+      const found = /got "([\s\S])"/.exec(err.message)?.[1];
+      const what = found === undefined ? 'another character' : kindOfCharacter(found);
+      const cause =
+        backslashes || found === '\\'
+          ? mysql
+          : found === ';' || found === '\t'
+            ? `the file seems separated by ${found === ';' ? 'semicolons' : 'tabs'}, while its header was read with ${delimiter === ',' ? 'commas' : JSON.stringify(delimiter)}: save it as "CSV UTF-8 (Comma delimited)"`
+            : 'a quote inside a quoted cell that is not doubled ("")';
+      return `${at}: after a quote that closes a quoted cell comes ${what}, where the delimiter or the end of the line must be; likely cause: ${cause}`;
+    }
+    case 'CSV_QUOTE_NOT_CLOSED':
+      return `${at}: a quoted cell is never closed (the file ends inside quotes); likely cause: ${backslashes ? mysql : 'a quote opened and not closed, or a quote inside a cell that is not doubled'}`;
+    case 'CSV_MAX_RECORD_SIZE':
+      return `${at}: the record is over the max record size (${MAX_RECORD_CHARS} characters); likely cause: a quote opened and never closed has swallowed the lines after it`;
+    default:
+      return `${at}: csv-parse cannot read it (${err.code})`;
+  }
 }
 
 /** What the parser's iterator yields is typed `any`: checked, not trusted. */

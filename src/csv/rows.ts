@@ -6,7 +6,17 @@
  * Decisions:
  * - Cell values are trimmed of surrounding whitespace before they are checked
  *   or sent (a spreadsheet's stray space must not make `GBR ` an invalid
- *   country), except Password, whose spaces may be meant.
+ *   country), except Password, whose spaces may be meant. Identifiers, codes,
+ *   emails and card fields ({@link STRICT_FIELDS}) also lose invisible
+ *   characters around them (zero-width space, NBSP, BOM, directional marks);
+ *   one inside them is refused (rule `invisible`). Names keep theirs: a
+ *   Hebrew or Arabic name may need its directional marks.
+ * - The formula escape subsync writes into its own CSV files (a `'` before
+ *   `=`, `+`, `-`, `@`, tab, CR, LF or NUL) is undone on the way in, so an
+ *   export, results.csv or errors.csv imports back to the values it shows.
+ * - Every message locates its row three ways: the row number (1 = the first
+ *   data record), the spreadsheet row (the header is row 1, blank lines
+ *   count) and the file line.
  * - ExpirationDate is checked in the file's `--expiry-format` (MMYY by
  *   default) and always sent to the API as MMYY, the order the service takes;
  *   with `--expiry-format YYMM`, `3012` is sent as `1230`.
@@ -32,6 +42,7 @@ import {
   type UpdatePaymentMethodRequest,
 } from '../api/schemas/index.js';
 import {
+  cvcLengthFor,
   isCardNumber,
   isCountryCode,
   isCurrentExpiry,
@@ -45,6 +56,7 @@ import {
 import {
   CUSTOMER_ID,
   PAYMENT_METHOD_KEY,
+  cleanHeader,
   REQUIRED_PATHS,
   itemPath,
   parseItemPath,
@@ -56,6 +68,16 @@ import {
   type ColumnPlan,
 } from './columns.js';
 import type { CsvRow } from './reader.js';
+import { codePointName } from './sniff.js';
+import {
+  SCIENTIFIC_NOTATION,
+  WHOLE_FLOAT,
+  invisibleInside,
+  misdecodedUtf8,
+  roundedPast15Digits,
+  trimInvisible,
+  unescapeFormula,
+} from './text.js';
 
 /** The rule a row broke; every row error names one. */
 export type RowRule =
@@ -69,7 +91,12 @@ export type RowRule =
   | 'guid'
   | 'numeric'
   | 'provisioning'
-  | 'shape';
+  | 'shape'
+  | 'invisible'
+  | 'misdecoded-text'
+  | 'spreadsheet-number'
+  | 'repeated-header'
+  | 'unnamed-column';
 
 export interface RowError {
   /** The row number (1 = the first data record). */
@@ -88,6 +115,19 @@ export interface RowOptions {
   now?: Date;
   /** Customers upsert (`--match FIELD`): the match field's path, e.g. `EmailAddress`. */
   match?: string;
+  /**
+   * Text that looks like UTF-8 read as Windows-1252 and saved again (`Ã«`),
+   * or that holds U+FFFD, is meant as written: do not refuse it (rule
+   * `misdecoded-text`). Default false.
+   */
+  acceptMisdecodedText?: boolean;
+  /**
+   * The file's long numbers show a spreadsheet's rounding (decided on the
+   * whole file before any row, see `showsRounding` in src/csv/scan.ts): a
+   * card number with zeros past its 15th digit is refused even when its Luhn
+   * check passes. Default false.
+   */
+  roundedCardNumbers?: boolean;
 }
 
 type Cells = readonly string[];
@@ -95,15 +135,34 @@ type Cells = readonly string[];
 /** Paths whose cells are sent as written, without trimming. */
 const UNTRIMMED_PATHS: ReadonlySet<string> = new Set(['Password']);
 
+/** Fields (the last segment of a path) that are identifiers, codes, emails or card data: no invisible character belongs in them. */
+export const STRICT_FIELDS: ReadonlySet<string> = new Set([
+  CUSTOMER_ID, PAYMENT_METHOD_KEY, 'EmailAddress', 'CountryCode', 'OfferCode', 'PromotionCode', 'ResellerID', 'SubscriptionID',
+  'ProductCode', 'SubscriptionItemID', 'AccountNumber', 'CVCode', 'ExpirationDate',
+]);
+
+/** Fields a spreadsheet turns into numbers when it may (`100001.0`, `4.47E+11`). */
+const NUMBER_LIKE_FIELDS: ReadonlySet<string> = new Set([
+  CUSTOMER_ID, 'OfferCode', 'PromotionCode', 'ResellerID', 'SubscriptionID', 'ProductCode', 'SubscriptionItemID', 'PostalCode', 'MobileNumber',
+]);
+
+const fieldOf = (path: string): string => path.slice(path.lastIndexOf('.') + 1);
+
+/** A cell as it is checked and sent: trimmed, the formula escape undone, invisibles around an identifier dropped. */
+export function cleanCell(path: string, cell: string): string {
+  if (UNTRIMMED_PATHS.has(path)) return cell;
+  const value = unescapeFormula(cell.trim()).trim();
+  return STRICT_FIELDS.has(fieldOf(path)) ? trimInvisible(value) : value;
+}
+
 /**
- * The cell of `path` in a row: trimmed (Password excepted); '' when the row is
- * shorter than the header; undefined when the file has no such column.
+ * The cell of `path` in a row, as {@link cleanCell} makes it; '' when the row
+ * is shorter than the header; undefined when the file has no such column.
  */
 export function cellOf(plan: ColumnPlan, cells: Cells, path: string): string | undefined {
   const column = plan.index.get(path);
   if (column === undefined) return undefined;
-  const cell = cells[column] ?? '';
-  return UNTRIMMED_PATHS.has(path) ? cell : cell.trim();
+  return cleanCell(path, cells[column] ?? '');
 }
 
 /** ExpirationDate as the API takes it (MMYY), from the file's order; other text is left as it is. */
@@ -200,8 +259,9 @@ function itemColumnsOf(plan: ColumnPlan): ItemColumns[] {
   return items;
 }
 
-const cellAt = (cells: Cells, column: number | undefined): string => (column === undefined ? '' : (cells[column] ?? '').trim());
-const itemHasValues = (item: ItemColumns, cells: Cells): boolean => item.columns.some((column) => cellAt(cells, column) !== '');
+const cellAt = (plan: ColumnPlan, cells: Cells, column: number | undefined): string =>
+  column === undefined ? '' : cleanCell(plan.paths[column] ?? '', cells[column] ?? '');
+const itemHasValues = (plan: ColumnPlan, item: ItemColumns, cells: Cells): boolean => item.columns.some((column) => cellAt(plan, cells, column) !== '');
 
 /**
  * The body of POST /json/signups: Customer (no Password), CreditCardInfo
@@ -218,12 +278,12 @@ export function buildSignupRequest(plan: ColumnPlan, cells: Cells, options: Pick
   }
   const subscription = (field: string): string => cellOf(plan, cells, subscriptionPath(field)) ?? '';
   const items: SubscriptionItem[] = itemColumnsOf(plan)
-    .filter((item) => itemHasValues(item, cells))
+    .filter((item) => itemHasValues(plan, item, cells))
     .map((item) => ({
-      ProductCode: cellAt(cells, item.productCode),
-      SubscriptionItemID: cellAt(cells, item.subscriptionItemId),
+      ProductCode: cellAt(plan, cells, item.productCode),
+      SubscriptionItemID: cellAt(plan, cells, item.subscriptionItemId),
       Fields: item.fields
-        .map(({ code, column }) => ({ ProductFieldCode: code, Value: cellAt(cells, column) }))
+        .map(({ code, column }) => ({ ProductFieldCode: code, Value: cellAt(plan, cells, column) }))
         .filter((field) => field.Value !== ''),
     }));
   return {
@@ -256,12 +316,20 @@ export function buildCardUpdate(
 // ---------------------------------------------------------------------------
 // Validation
 
+/** What a check found: a sentence, under the check's own rule or another one. */
+type Finding = string | { rule: RowRule; text: string } | undefined;
+
 /** A check of one column's non-empty value; `describe` says what is wrong, or undefined when nothing is. */
 interface FieldCheck {
   path: string;
   rule: RowRule;
-  describe(value: string, options: RowOptions): string | undefined;
+  /** `valueOf` reads another column of the same row (the CVC's length depends on the card number). */
+  describe(value: string, options: RowOptions, valueOf: (path: string) => string): Finding;
 }
+
+/** The one fix for a value a spreadsheet stored as a number. */
+export const STORED_AS_NUMBER = 'this column was stored as a number by a spreadsheet: format it as Text and export again';
+const asNumber = (what: string): Finding => ({ rule: 'spreadsheet-number', text: `${what}: ${STORED_AS_NUMBER}` });
 
 const countryCode = (path: string): FieldCheck => ({
   path,
@@ -277,16 +345,32 @@ const email = (path: string): FieldCheck => ({
 const cardNumber = (path: string): FieldCheck => ({
   path,
   rule: 'card-number',
-  describe: (value) => {
+  describe: (value, options) => {
+    if (SCIENTIFIC_NOTATION.test(value)) return asNumber('is in scientific notation (its last digits are lost)');
     if (!/^\d+$/.test(value)) return 'is not a card number: digits only, without spaces or dashes';
     if (value.length < 12 || value.length > 19) return `is not a card number: 12 to 19 digits expected, it has ${value.length}`;
-    return isCardNumber(value) ? undefined : 'is not a valid card number (Luhn check failed)';
+    if (options.roundedCardNumbers === true && roundedPast15Digits(value)) {
+      return asNumber('ends in zeros past its 15th digit, as most long numbers of this file do: a spreadsheet rounded them to 15 digits');
+    }
+    if (isCardNumber(value)) return undefined;
+    if (roundedPast15Digits(value)) return asNumber('ends in zeros past its 15th digit, where a spreadsheet rounds a number to 15 digits');
+    return 'is not a valid card number (Luhn check failed)';
   },
 });
-const cvc = (path: string): FieldCheck => ({
+const cvc = (path: string, cardPath: string): FieldCheck => ({
   path,
   rule: 'cvc',
-  describe: (value) => (isCvc(value) ? undefined : 'is not a card verification code: 3 or 4 digits expected'),
+  describe: (value, _options, valueOf) => {
+    if (WHOLE_FLOAT.test(value)) return asNumber('is written as a decimal number');
+    const expected = cvcLengthFor(valueOf(cardPath));
+    if (expected === undefined) return isCvc(value) ? undefined : 'is not a card verification code: 3 or 4 digits expected';
+    if (/^\d+$/.test(value) && value.length === expected) return undefined;
+    const brand = expected === 4 ? 'an American Express card (number starting 34 or 37)' : 'this card (American Express alone has 4)';
+    if (/^\d+$/.test(value) && value.length === expected - 1) {
+      return asNumber(`has ${value.length} digits, one short of the ${expected} of ${brand}: its leading zero was dropped`);
+    }
+    return `is not a card verification code: ${expected} digits expected for ${brand}`;
+  },
 });
 const expiry = (path: string): FieldCheck => ({
   path,
@@ -294,6 +378,8 @@ const expiry = (path: string): FieldCheck => ({
   describe: (value, options) => {
     const format = options.expiryFormat;
     if (isCurrentExpiry(value, format, options.now ?? new Date())) return undefined;
+    if (/^\d{3}$/.test(value)) return asNumber(`${show(value)} has three digits: the leading zero of the ${format === 'MMYY' ? 'month' : 'year'} was dropped`);
+    if (WHOLE_FLOAT.test(value) || SCIENTIFIC_NOTATION.test(value)) return asNumber(`${show(value)} is written as a number`);
     const month = Number(format === 'MMYY' ? value.slice(0, 2) : value.slice(2));
     if (!/^\d{4}$/.test(value) || month < 1 || month > 12) {
       return `${show(value)} is not an expiry date: four digits ${format} expected (--expiry-format MMYY|YYMM)`;
@@ -320,48 +406,73 @@ const FIELD_CHECKS: Readonly<Record<ColumnPlan['kind'], readonly FieldCheck[]>> 
     countryCode(signupCustomerPath('CountryCode')),
     cardNumber(signupCardPath('AccountNumber')),
     expiry(signupCardPath('ExpirationDate')),
-    cvc(signupCardPath('CVCode')),
+    cvc(signupCardPath('CVCode'), signupCardPath('AccountNumber')),
     countryCode(signupCardPath('CountryCode')),
   ],
-  cards: [guid(PAYMENT_METHOD_KEY), cardNumber('AccountNumber'), expiry('ExpirationDate'), cvc('CVCode'), countryCode('CountryCode')],
+  cards: [guid(PAYMENT_METHOD_KEY), cardNumber('AccountNumber'), expiry('ExpirationDate'), cvc('CVCode', 'AccountNumber'), countryCode('CountryCode')],
 };
+
+/** Where a row is: its number, and when it comes from a file, its spreadsheet row and line. */
+function locate(row: CsvRow): string {
+  return row.line > 0 ? `row ${row.row} (spreadsheet row ${row.sheetRow ?? row.row + 1}, line ${row.line})` : `row ${row.row}`;
+}
 
 /**
  * Every rule the row breaks (DESIGN section 2), none when it may be sent. A
- * row whose cell count differs from the header's reports only that: its
- * values are not where their columns say, so nothing else about it is true.
+ * row that repeats the header, or whose cell count differs from the header's,
+ * reports only that: its values are not where their columns say, so nothing
+ * else about it is true.
  */
 export function validateRow(plan: ColumnPlan, row: CsvRow, options: RowOptions): RowError[] {
   const { cells } = row;
   const errors: { column: number; error: RowError }[] = [];
   const columnOf = (path: string): number => plan.index.get(path) ?? Number.MAX_SAFE_INTEGER;
+  const where = locate(row);
+  const reported = new Set<string>();
   const report = (path: string, rule: RowRule, text: string): void => {
     const column = plan.index.get(path);
-    const name = column === undefined ? path : (plan.headers[column]?.trim() ?? path);
+    const name = column === undefined ? path : cleanHeader(plan.headers[column] ?? path);
+    reported.add(path);
     errors.push({
       column: columnOf(path),
-      error: { row: row.row, column: name, rule, message: `row ${row.row}, column "${name}": ${text} (rule: ${rule})` },
+      error: { row: row.row, column: name, rule, message: `${where}, column "${name}": ${text} (rule: ${rule})` },
     });
   };
 
-  if (cells.length !== plan.headers.length) {
+  const repeated = repeatedHeader(plan, cells);
+  if (repeated !== undefined) {
+    const rule: RowRule = 'repeated-header';
+    return [{ row: row.row, column: '', rule, message: `${where}: ${repeated}; the row is not sent (rule: ${rule})` }];
+  }
+
+  if (!fitsHeader(plan, cells)) {
     const rule: RowRule = 'column-count';
-    const text = `row ${row.row} (line ${row.line}): ${cells.length} cells where the header has ${plan.headers.length}; check for an unquoted comma or a missing cell (rule: ${rule})`;
+    const text = `${row.line > 0 ? where : `row ${row.row}`}: ${cells.length} cells where the header has ${plan.headers.length}; check for an unquoted comma or a missing cell (rule: ${rule})`;
     return [{ row: row.row, column: '', rule, message: text }];
+  }
+
+  for (const problem of cellProblems(plan, cells, options)) {
+    if (problem.path === undefined) {
+      const rule = problem.rule;
+      errors.push({ column: problem.column, error: { row: row.row, column: '', rule, message: `${where}, column ${problem.column + 1}: ${problem.text} (rule: ${rule})` } });
+    } else report(problem.path, problem.rule, problem.text);
   }
 
   for (const { path, text } of requiredProblems(plan, cells, options)) report(path, 'required', text);
 
+  const valueOf = (path: string): string => cellOf(plan, cells, path) ?? '';
   for (const check of FIELD_CHECKS[plan.kind]) {
     const value = cellOf(plan, cells, check.path);
-    if (value === undefined || value === '') continue;
-    const problem = check.describe(value, options);
-    if (problem !== undefined) report(check.path, check.rule, problem);
+    if (value === undefined || value === '' || reported.has(check.path)) continue;
+    const finding = check.describe(value, options, valueOf);
+    if (finding === undefined) continue;
+    if (typeof finding === 'string') report(check.path, check.rule, finding);
+    else report(check.path, finding.rule, finding.text);
   }
 
   if (plan.kind === 'signups') {
     for (const item of itemColumnsOf(plan)) {
-      if (cellAt(cells, item.productCode) !== '' || !itemHasValues(item, cells)) continue;
+      if (cellAt(plan, cells, item.productCode) !== '' || !itemHasValues(plan, item, cells)) continue;
       const path = itemPath(item.index, 'ProductCode');
       report(path, 'provisioning', `is empty, but item ${item.index} has other values: every subscription item needs its ProductCode`);
     }
@@ -371,6 +482,97 @@ export function validateRow(plan: ColumnPlan, row: CsvRow, options: RowOptions):
   if (shape !== undefined) report(shape.path, 'shape', shape.text);
 
   return errors.sort((a, b) => a.column - b.column).map(({ error }) => error);
+}
+
+/**
+ * Whether the row's cells line up with the header: as many, or fewer or more
+ * only by unnamed columns at the end (a spreadsheet's used range), the extra
+ * ones empty.
+ */
+function fitsHeader(plan: ColumnPlan, cells: Cells): boolean {
+  if (cells.length === plan.headers.length) return true;
+  const named = plan.headers.findLastIndex((header) => cleanHeader(header) !== '') + 1;
+  if (named === plan.headers.length) return false;
+  return cells.length >= named && cells.slice(plan.headers.length).every((cell) => cell.trim() === '');
+}
+
+/**
+ * Why the row is a header again, or undefined: its cells are the header's (two
+ * exports joined, `copy /b a.csv+b.csv`), or it starts with a byte order mark
+ * (the second file's, mid-file).
+ */
+function repeatedHeader(plan: ColumnPlan, cells: Cells): string | undefined {
+  const same =
+    cells.length >= plan.headers.length &&
+    plan.headers.every((header, i) => cleanHeader(header).toLowerCase() === cleanHeader(cells[i] ?? '').toLowerCase()) &&
+    plan.headers.some((header) => cleanHeader(header) !== '');
+  const bom = (cells[0] ?? '').startsWith('\uFEFF');
+  if (!same && !bom) return undefined;
+  const what = same ? 'repeats the header row' : 'starts with a byte order mark (U+FEFF), which only the start of a file has';
+  return `${what}: two files were joined into one (copy /b, cat); split them, or remove the second header${bom ? ' and its byte order mark' : ''}`;
+}
+
+/** A problem of one cell found by looking at every column: a path, or none for an unnamed column. */
+interface CellProblem {
+  path: string | undefined;
+  column: number;
+  rule: RowRule;
+  text: string;
+}
+
+/**
+ * The rules checked on every column: an identifier with an invisible
+ * character inside, an identifier or code a spreadsheet turned into a number,
+ * text a program misdecoded, a value under an unnamed column.
+ */
+function cellProblems(plan: ColumnPlan, cells: Cells, options: RowOptions): CellProblem[] {
+  const problems: CellProblem[] = [];
+  const secret = new Set(secretColumnIndexes(plan));
+  plan.paths.forEach((path, column) => {
+    const raw = cells[column] ?? '';
+    if (path === '') {
+      if (cleanHeader(plan.headers[column] ?? '') === '' && raw.trim() !== '') {
+        problems.push({ path: undefined, column, rule: 'unnamed-column', text: 'has no header but holds a value: name the column, or clear its cells' });
+      }
+      return;
+    }
+    if (plan.index.get(path) !== column) return;
+    const value = cleanCell(path, raw);
+    if (value === '') return;
+    const field = fieldOf(path);
+    const invisible = STRICT_FIELDS.has(field) ? invisibleInside(value) : [];
+    if (invisible.length > 0) {
+      const text = `holds an invisible character inside it (${invisible.join(', ')}), as copying from a web page or a document leaves: type the value again`;
+      problems.push({ path, column, rule: 'invisible', text });
+      return;
+    }
+    if (NUMBER_LIKE_FIELDS.has(field) && (WHOLE_FLOAT.test(value) || SCIENTIFIC_NOTATION.test(value))) {
+      problems.push({ path, column, rule: 'spreadsheet-number', text: `${show(value)} is written as a number: ${STORED_AS_NUMBER}` });
+      return;
+    }
+    // Card data and passwords are never quoted in a message, so never checked for text a program misread.
+    if (options.acceptMisdecodedText === true || secret.has(column) || UNTRIMMED_PATHS.has(path)) return;
+    const misdecoded = misdecodedText(value);
+    if (misdecoded !== undefined) problems.push({ path, column, rule: 'misdecoded-text', text: misdecoded });
+  });
+  return problems;
+}
+
+/** Why `value` looks like text a program misread, or undefined. */
+function misdecodedText(value: string): string | undefined {
+  const unless = '(if it is meant as written, import with the option that accepts misdecoded text)';
+  if (value.includes('\uFFFD')) {
+    return (
+      `${show(value)} holds U+FFFD, the character a program writes where it could not read one, so the original letter is lost: ` +
+      `type the value again, or save the file again from its source as "CSV UTF-8" ${unless}`
+    );
+  }
+  const found = misdecodedUtf8(value);
+  if (found === undefined) return undefined;
+  return (
+    `${show(value)} looks like UTF-8 text read as Windows-1252 and saved again (${show(found.found)} was ${show(found.meant)}): ` +
+    `open the original file as UTF-8 (Excel: Data > From Text/CSV, File Origin "65001: Unicode (UTF-8)") and save it as "CSV UTF-8" ${unless}`
+  );
 }
 
 /** The `required` rule: which required values are empty in this row, and why they are required. */
@@ -435,10 +637,14 @@ const MAX_SHOWN = 60;
 /** A run of 12 to 19 digits, spaces or dashes allowed between them: the shape of a card number. */
 const CARD_LIKE_RUN = /\d(?:[ -]?\d){11,18}/g;
 
-/** A value quoted for a message: card-number-like digit runs masked, long text cut. */
+/** Characters that would be invisible, or change the text's direction, in a message. */
+const UNSEEN = /[\u00a0\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/g;
+
+/** A value quoted for a message: card-number-like digit runs masked, invisible characters named (`<U+200B>`), long text cut. */
 export function show(value: string): string {
   const masked = value.replace(CARD_LIKE_RUN, (run) => maskCardNumber(run));
-  return JSON.stringify(masked.length > MAX_SHOWN ? `${masked.slice(0, MAX_SHOWN)}…` : masked);
+  const cut = masked.length > MAX_SHOWN ? `${masked.slice(0, MAX_SHOWN)}…` : masked;
+  return JSON.stringify(cut).replace(UNSEEN, (char) => `<${codePointName(char)}>`);
 }
 
 /** The columns of a plan holding payment-card data: the card number's and the CVC's. */

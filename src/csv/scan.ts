@@ -15,7 +15,12 @@
  * - the file ending inside quotes (quote not closed);
  * - a record longer than {@link MAX_RECORD_CHARS} bytes (csv-parse counts
  *   characters of cell text, never more than their bytes);
- * - bytes that are not UTF-8, or U+FFFD itself (the reader refuses both).
+ * - bytes that are not UTF-8 (the reader refuses them);
+ * - two-byte UTF-8 that may be Windows-1252 read by chance (the reader
+ *   refuses a file whose text shows it, see src/csv/sniff.ts): C1 controls,
+ *   IPA letters, and Greek to NKo letters next to an ASCII letter;
+ * - any other delimiter than a comma (a semicolon file doubts at its first
+ *   quote, since the walk knows commas only).
  * Anything else it reports as a doubt (`wellFormed: false`), and then the
  * full csv-parse read decides, with its exact message and line. A doubt is
  * never an error by itself: it only costs the second read the producer used
@@ -30,6 +35,28 @@ export interface ByteScan {
   wellFormed: boolean;
   /** Bytes read. */
   bytes: number;
+  /**
+   * Numbers of 16 to 19 digits in the file (card-number-like), and how many
+   * of them end in zeros past their 15th significant digit, as a spreadsheet
+   * that stored them as numbers writes them. See {@link showsRounding}.
+   */
+  longNumbers: { total: number; rounded: number };
+}
+
+/** A run of 16 to 19 digits standing alone (not part of a longer number, a decimal or a word). */
+const LONG_NUMBER = /(?<![\w.])\d{16,19}(?![\w.])/g;
+/** Zeros past the 15th significant digit. */
+const ROUNDED = /^0*[1-9]\d{14}0+$/;
+
+/**
+ * Whether a file's long numbers show a spreadsheet's hand: at least 3 of them
+ * and at least half end in zeros past the 15th digit (a real card number
+ * ends in 0 one time in ten; a rounded one always does). Then a card number
+ * ending so is refused even when its Luhn check passes (by chance, one time
+ * in ten): the spreadsheet changed it.
+ */
+export function showsRounding(longNumbers: ByteScan['longNumbers']): boolean {
+  return longNumbers.rounded >= 3 && longNumbers.rounded * 2 >= longNumbers.total;
 }
 
 const QUOTE = 0x22;
@@ -37,7 +64,6 @@ const COMMA = 0x2c;
 const LF = 0x0a;
 const CR = 0x0d;
 const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
-const REPLACEMENT_CHARACTER = Buffer.from('\uFFFD', 'utf8');
 
 /** Where the walk stands: at the start of a field, inside an unquoted one, inside quotes, just after a quote inside quotes. */
 const At = { FieldStart: 0, Unquoted: 1, Quoted: 2, QuoteInQuoted: 3 } as const;
@@ -57,6 +83,12 @@ export async function scanCsvBytes(file: string, onChunk?: (chunk: Buffer) => vo
   let bytes = 0;
   // The bytes of a UTF-8 sequence cut by the end of the previous chunk.
   let carry: Buffer | undefined;
+  // The three bytes before the current one, across chunks (p1 the nearest):
+  // a two-byte sequence is judged once the byte after it is known.
+  let p1 = 0;
+  let p2 = 0;
+  let p3 = 0;
+  const longNumbers = { total: 0, rounded: 0 };
 
   for await (const read of createReadStream(file, { highWaterMark: CHUNK_BYTES })) {
     const chunk = read as Buffer;
@@ -64,21 +96,30 @@ export async function scanCsvBytes(file: string, onChunk?: (chunk: Buffer) => vo
     let start = 0;
     if (bytes === 0 && chunk.subarray(0, BOM.length).equals(BOM)) start = BOM.length;
     bytes += chunk.length;
+    // Digits are ASCII: latin1 is the cheapest text to look for them in (a run cut by the chunk's end is missed).
+    for (const [run] of chunk.toString('latin1').matchAll(LONG_NUMBER)) {
+      longNumbers.total++;
+      if (ROUNDED.test(run)) longNumbers.rounded++;
+    }
     if (!wellFormed) continue; // still read to the end: the hash needs every byte
 
     // Encoding: complete sequences only; a cut one waits for the next chunk.
     const cut = incompleteTail(chunk);
     const whole = carry === undefined ? chunk.subarray(0, chunk.length - cut) : Buffer.concat([carry, chunk.subarray(0, chunk.length - cut)]);
     carry = cut > 0 ? Buffer.from(chunk.subarray(chunk.length - cut)) : undefined;
-    if (!isUtf8(whole) || whole.includes(REPLACEMENT_CHARACTER)) {
+    if (!isUtf8(whole)) {
       wellFormed = false;
       continue;
     }
 
     // Quoting and record size.
     for (let i = start; i < chunk.length; i++) {
-      const byte = chunk[i];
+      const byte = chunk[i] ?? 0;
       recordBytes++;
+      if (p2 >= 0xc2 && p2 <= 0xdf && mayBeMisread(p3, p2, p1, byte)) wellFormed = false;
+      p3 = p2;
+      p2 = p1;
+      p1 = byte;
       switch (at) {
         case At.FieldStart:
         case At.Unquoted:
@@ -109,7 +150,21 @@ export async function scanCsvBytes(file: string, onChunk?: (chunk: Buffer) => vo
     }
   }
   if (at === At.Quoted || carry !== undefined) wellFormed = false;
-  return { wellFormed, bytes };
+  if (p2 >= 0xc2 && p2 <= 0xdf && mayBeMisread(p3, p2, p1, undefined)) wellFormed = false;
+  return { wellFormed, bytes, longNumbers };
+}
+
+const isAsciiLetter = (byte: number | undefined): boolean => byte !== undefined && ((byte >= 0x41 && byte <= 0x5a) || (byte >= 0x61 && byte <= 0x7a));
+
+/**
+ * Whether the two-byte sequence `lead next` may decode to a character the
+ * reader takes for Windows-1252 read as UTF-8 (a superset of its test).
+ */
+function mayBeMisread(before: number, lead: number, next: number, after: number | undefined): boolean {
+  if (lead === 0xc2) return next <= 0x9f;
+  if (lead === 0xc9) return next >= 0x90;
+  if (lead === 0xca) return next <= 0xaf;
+  return lead >= 0xcd && (isAsciiLetter(before) || isAsciiLetter(after));
 }
 
 /** How many bytes at the end of `chunk` start a UTF-8 sequence that the chunk does not complete. */

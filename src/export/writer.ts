@@ -6,8 +6,10 @@
  * - CSV: a header row of every customer field of api-interface.md 2.1,
  *   CustomerID first; every cell quoted (empty ones too) and passed through
  *   `escapeFormula` (DESIGN section 6), since people open exports in
- *   spreadsheets; UTF-8 without BOM, LF line ends. A null MobileNumber is an
- *   empty cell.
+ *   spreadsheets (the importer undoes the escape, so an export dropped back
+ *   as an update file stores the values it shows); UTF-8 with a BOM, so that
+ *   a spreadsheet reads it as UTF-8 (`bom: false` for machine consumers), LF
+ *   line ends. A null MobileNumber is an empty cell.
  * - JSONL: one JSON object per customer, the same fields in the same order,
  *   values as the service gave them (MobileNumber may be null); no formula
  *   escaping, since JSONL is read by programs and a `'` would change values.
@@ -97,7 +99,7 @@ function csvCell(value: string): string {
   return `"${cell.includes('"') ? cell.replaceAll('"', '""') : cell}"`;
 }
 
-/** The export file's first line: the CSV header, or nothing for JSONL. UTF-8 without BOM, LF line ends. */
+/** The export file's first line: the CSV header, or nothing for JSONL. LF line ends; the BOM is {@link openExportFile}'s. */
 export function headerOf(format: ExportFormat): string {
   return format === 'csv' ? `${CUSTOMER_FIELDS.map(csvCell).join(',')}\n` : '';
 }
@@ -156,8 +158,18 @@ export interface ExportFileSink {
   abort(): Promise<void>;
 }
 
-/** Opens `dir/name` for writing by way of a temp file, its header row written. */
-export async function openExportFile(input: { dir: string; name: string; format: ExportFormat; gzip: boolean }): Promise<ExportFileSink> {
+/** Where and how an export file is written. */
+export interface ExportFileInput {
+  dir: string;
+  name: string;
+  format: ExportFormat;
+  gzip: boolean;
+  /** Start a CSV file with a UTF-8 BOM, for spreadsheets. Default true; false for machine consumers. JSONL never has one. */
+  bom?: boolean;
+}
+
+/** Opens `dir/name` for writing by way of a temp file, its BOM (CSV) and header row written. */
+export async function openExportFile(input: ExportFileInput): Promise<ExportFileSink> {
   const { dir, gzip } = input;
   await mkdir(dir, { recursive: true });
   const target = path.join(dir, input.name);
@@ -188,7 +200,7 @@ export async function openExportFile(input: { dir: string; name: string; format:
     if (!head.write(rows)) await Promise.race([once(head, 'drain'), flowing]);
   }
 
-  const header = headerOf(input.format);
+  const header = (input.format === 'csv' && input.bom !== false ? '\uFEFF' : '') + headerOf(input.format);
   if (header !== '') await write(header, 0);
   return {
     write,
@@ -225,7 +237,7 @@ export async function openExportFile(input: { dir: string; name: string; format:
 }
 
 /** Streams the records into `dir/name` by way of a temp file; resolves once it is renamed into place. */
-export async function writeExportFile(input: { dir: string; name: string; format: ExportFormat; gzip: boolean; records: AsyncIterable<Customer> }): Promise<WrittenFile> {
+export async function writeExportFile(input: ExportFileInput & { records: AsyncIterable<Customer> }): Promise<WrittenFile> {
   const sink = await openExportFile(input);
   try {
     let batch = '';

@@ -12,8 +12,8 @@ import type { CustomerIndex } from '../customers/customerIndex.js';
 import { createEstimator, type RequestEstimate } from '../customers/estimate.js';
 import type { RefreshDeps } from '../customers/refresh.js';
 import { FileRejectedError } from '../csv/errors.js';
-import { openCsv, readHeaders, type CsvRow } from '../csv/reader.js';
-import { scanCsvBytes } from '../csv/scan.js';
+import { openCsv, readHeaders, type CsvRow, type ReadOptions } from '../csv/reader.js';
+import { scanCsvBytes, showsRounding } from '../csv/scan.js';
 import { cellOf, maskCells, secretColumnIndexes, validateRow, type RowError, type RowOptions } from '../csv/rows.js';
 import type { ImportKind, JobName } from '../outcomes.js';
 import { RETRY_DEFAULTS } from '../policy.js';
@@ -51,6 +51,8 @@ export interface ImportRequest {
   /** `--match FIELD`: upsert customers on this field. */
   match?: string;
   expiryFormat?: ExpiryFormat;
+  /** `--encoding NAME`: read the file in this encoding (a TextDecoder label) instead of UTF-8. */
+  encoding?: string;
   /** Attempts per row (`--attempts`), default 8. */
   attempts?: number;
   dryRun?: boolean;
@@ -120,8 +122,10 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
   const { store, queues, logger } = deps;
   const now = deps.now ?? Date.now;
   const file = request.file;
-  const headers = await readHeaders(file);
   const map = request.mapFile === undefined ? undefined : await loadColumnMap(request.mapFile);
+  // The map's columns count as known when the reader decides the delimiter and the header line.
+  const read = { encoding: request.encoding, map };
+  const headers = await readHeaders(file, read);
   const kind = detectKind({ explicit: request.kind, inboxFolder: request.inboxFolder, headers, map, file });
   // planColumns refuses a --match that is not a customer column of this file.
   const plan = planColumns({ file, kind, headers, map, match: request.match });
@@ -133,7 +137,8 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
     throw new FileRejectedError(file, ['the file holds card data (AccountNumber/CVCode), and card data is only queued encrypted: set SUBSYNC_CARD_KEY (64 hex characters)']);
   }
 
-  const { digest, wellFormed } = await scanFile(file, kind);
+  const { digest, wellFormed, rounded } = await scanFile(file, kind);
+  options.roundedCardNumbers = rounded;
   const importId = request.force ? `${digest}-${now().toString(36)}${randomBytes(2).toString('hex')}` : digest;
   deps.onImportId?.(importId, kind);
   const log = logger.child({ importId, file });
@@ -145,7 +150,7 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
     const estimator = request.dryRun
       ? createEstimator({ index: deps.customers, refresh: deps.refresh, api: deps.api, match, guard: request.allowDuplicates !== true })
       : undefined;
-    const check = await validateAll(plan, file, options, kind === 'signups', request.allowDuplicates !== true, estimator);
+    const check = await validateAll(plan, file, options, kind === 'signups', read, request.allowDuplicates !== true, estimator);
     if (request.dryRun) {
       const offers = deps.api ? await checkOffers(deps.api, check.offerCodes) : [];
       const estimate = await (estimator ?? createEstimator({ index: undefined, refresh: undefined, api: undefined, match, guard: false })).finish();
@@ -156,7 +161,7 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
     // A malformed record (an unclosed quote) deep in the file must reject it
     // before anything is queued, not leave an import half enqueued. The scan
     // only doubted: csv-parse decides, with its own message and line.
-    await readThrough(file);
+    await readThrough(file, read);
   }
 
   const resumed = existing !== undefined;
@@ -213,7 +218,7 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
   };
 
   let batch = emptyBatch();
-  const csv = await openCsv(file);
+  const csv = await openCsv(file, read);
   try {
     for await (const csvRow of csv.rows) {
       rows = csvRow.row;
@@ -274,8 +279,8 @@ export function jobNameOf(plan: ColumnPlan, cells: readonly string[], options: R
 }
 
 /** Parses the whole file without validating rows: throws CsvFormatError for a malformed one. */
-async function readThrough(file: string): Promise<void> {
-  const csv = await openCsv(file);
+async function readThrough(file: string, read: ReadOptions): Promise<void> {
+  const csv = await openCsv(file, read);
   try {
     for await (const _row of csv.rows);
   } finally {
@@ -287,10 +292,10 @@ async function readThrough(file: string): Promise<void> {
  * One read of the file: sha256 of the kind and the bytes (the import id),
  * and whether csv-parse surely reads the whole file (src/csv/scan.ts).
  */
-export async function scanFile(file: string, kind: ImportKind): Promise<{ digest: string; wellFormed: boolean }> {
+export async function scanFile(file: string, kind: ImportKind): Promise<{ digest: string; wellFormed: boolean; rounded: boolean }> {
   const hash = createHash('sha256').update(`${kind}\n`);
-  const { wellFormed } = await scanCsvBytes(file, (chunk) => hash.update(chunk));
-  return { digest: hash.digest('hex').slice(0, 24), wellFormed };
+  const { wellFormed, longNumbers } = await scanCsvBytes(file, (chunk) => hash.update(chunk));
+  return { digest: hash.digest('hex').slice(0, 24), wellFormed, rounded: showsRounding(longNumbers) };
 }
 
 /** The rows of one flush. */
@@ -311,6 +316,7 @@ async function validateAll(
   file: string,
   options: RowOptions,
   collectOffers: boolean,
+  read: ReadOptions,
   guardDuplicates: boolean,
   estimator?: ReturnType<typeof createEstimator>,
 ): Promise<{ rows: number; invalid: number; duplicates: number; errors: RowError[]; offerCodes: Set<string> }> {
@@ -320,7 +326,7 @@ async function validateAll(
   const errors: RowError[] = [];
   const offerCodes = new Set<string>();
   const guard = guardDuplicates ? new SeenKeys() : undefined;
-  const csv = await openCsv(file);
+  const csv = await openCsv(file, read);
   try {
     for await (const csvRow of csv.rows) {
       rows = csvRow.row;

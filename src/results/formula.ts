@@ -4,9 +4,10 @@
  * some also after a leading tab, CR, LF or NUL. Prefixing `'` makes the cell
  * text. csv-stringify's own `escape_formulas` misses LF and NUL, hence this.
  *
- * For files meant to be read by people (exports, dashboard downloads), never
- * for files meant to be imported again (results.csv, errors.csv): there the
- * prefix would change the value, e.g. a +33 phone number.
+ * For every CSV file subsync writes for people: exports, dashboard
+ * downloads, results.csv and errors.csv. The importer undoes exactly this
+ * escape (a single `'` followed by a trigger, src/csv/text.ts), so a file
+ * written here imports again to its values, e.g. a +33 phone number.
  */
 
 /** The first characters that make a spreadsheet treat a cell as a formula. */

@@ -14,13 +14,17 @@
  * a reader never sees half a file. `summary.json` is removed first and
  * renamed last: when it exists, the three files belong to the same run.
  *
- * CSV dialect: UTF-8 without BOM, LF line ends, a header row, fields quoted
- * only when RFC 4180 needs it (a comma, a quote, CR or LF inside). That is
- * what the importer reads back, and what diffs and `wc -l` handle best.
+ * CSV dialect: UTF-8 with a BOM (so that a spreadsheet opens the file as
+ * UTF-8: without one Excel reads it as the machine's legacy encoding and
+ * shows `Ã«` for `ë`; `bom: false` for machine consumers), LF line ends, a
+ * header row, fields quoted only when RFC 4180 needs it (a comma, a quote, CR
+ * or LF inside).
  *
- * No formula escaping here (unlike exports and downloads, see formula.ts):
- * both files are meant to be imported again, and a `'` prefix would change
- * values such as a +33 phone number or a -1 quantity on re-import.
+ * Every cell but the header's is formula-escaped (see formula.ts): operators
+ * are told to open errors.csv in a spreadsheet, and a cell such as
+ * `=HYPERLINK(…)` must stay text there. The importer undoes exactly that
+ * escape (src/csv/text.ts), so both files import again to the values the
+ * operator wrote, a +33 phone number included.
  */
 import { randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
@@ -29,6 +33,7 @@ import path from 'node:path';
 import type { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { maskCardNumber } from '../api/rules.js';
+import { escapeFormula } from './formula.js';
 import { PROBLEM_STATUSES, type ImportKind, type RowStatus } from '../outcomes.js';
 
 /** One settled row, as the finaliser reads it from the import's ledger. */
@@ -95,7 +100,12 @@ export interface WriteImportResultsInput {
   /** Every row of the import, in input order. Consumed once. */
   rows: AsyncIterable<ResultRow>;
   summary: ImportSummary;
+  /** Start both CSV files with a UTF-8 BOM, for spreadsheets. Default true; false for machine consumers. */
+  bom?: boolean;
 }
+
+/** The UTF-8 byte order mark: how a spreadsheet knows a CSV file is UTF-8. */
+export const UTF8_BOM = '\uFEFF';
 
 /** The outcome columns appended to results.csv, in order. */
 export const RESULT_COLUMNS = ['_row', '_status', '_customerId', '_subscriptionId', '_paymentMethodKey', '_attempts', '_error'] as const;
@@ -178,12 +188,14 @@ async function writeCsvFiles(resultsPath: string, errorsPath: string, input: Wri
   const results = new ChunkedFile(createWriteStream(resultsPath, { flags: 'wx', mode: RESULT_FILE_MODE, flush: true }));
   const errors = new ChunkedFile(createWriteStream(errorsPath, { flags: 'wx', mode: RESULT_FILE_MODE, flush: true }));
   try {
-    await results.add(csvRecord([...headers, ...RESULT_COLUMNS]));
-    await errors.add(csvRecord([...headers, ERROR_COLUMN]));
+    const bom = input.bom === false ? '' : UTF8_BOM;
+    await results.add(bom + csvRecord([...headers, ...RESULT_COLUMNS]));
+    await errors.add(bom + csvRecord([...headers, ERROR_COLUMN]));
     for await (const row of rows) {
-      const cells = outputCells(row.cells, headers.length, secretColumns);
-      await results.add(csvRecord([...cells, String(row.row), row.status, row.customerId, row.subscriptionId, row.paymentMethodKey, String(row.attempts), row.error]));
-      if (PROBLEM_STATUSES.has(row.status)) await errors.add(csvRecord([...cells, row.error]));
+      const cells = outputCells(row.cells, headers.length, secretColumns).map(escapeFormula);
+      const error = escapeFormula(row.error);
+      await results.add(csvRecord([...cells, String(row.row), row.status, row.customerId, row.subscriptionId, row.paymentMethodKey, String(row.attempts), error]));
+      if (PROBLEM_STATUSES.has(row.status)) await errors.add(csvRecord([...cells, error]));
     }
     await Promise.all([results.close(), errors.close()]);
   } catch (error) {

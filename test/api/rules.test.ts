@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
+  cvcLengthFor,
+  isAmericanExpress,
   isCardNumber,
   isCountryCode,
   isCurrentExpiry,
@@ -45,5 +47,16 @@ describe('field rules', () => {
     expect(maskCardNumber('4111111111111111')).toBe('************1111');
     expect(maskCardNumber('123')).toBe('123');
     expect(maskCardNumber('4111111111111111')).not.toContain('41111111');
+  });
+});
+
+describe('security code length by brand', () => {
+  it('4 digits for American Express (34, 37), 3 for the others, none for a number that is not a card', () => {
+    expect(isAmericanExpress('378282246310005')).toBe(true);
+    expect(cvcLengthFor('378282246310005')).toBe(4);
+    expect(cvcLengthFor('341111111111111')).toBe(4);
+    expect(cvcLengthFor('4111111111111111')).toBe(3);
+    expect(cvcLengthFor('5555555555554444')).toBe(3);
+    expect(cvcLengthFor('4111111111111112')).toBeUndefined();
   });
 });

@@ -35,15 +35,15 @@ describe('openCsv', () => {
     const { headers, rows } = await readAll('bom.csv', '\uFEFFFirstName,LastName\r\nZoë,O\'Connor\r\nJürgen,Müller\r\n');
     expect(headers).toEqual(['FirstName', 'LastName']);
     expect(rows).toEqual([
-      { row: 1, line: 2, cells: ['Zoë', "O'Connor"] },
-      { row: 2, line: 3, cells: ['Jürgen', 'Müller'] },
+      { row: 1, line: 2, sheetRow: 2, cells: ['Zoë', "O'Connor"] },
+      { row: 2, line: 3, sheetRow: 3, cells: ['Jürgen', 'Müller'] },
     ]);
   });
 
   it('reads a file without a BOM, LF line endings and no final line break', async () => {
     const { headers, rows } = await readAll('nobom.csv', 'FirstName,LastName\nJoão,São Bento');
     expect(headers).toEqual(['FirstName', 'LastName']);
-    expect(rows).toEqual([{ row: 1, line: 2, cells: ['João', 'São Bento'] }]);
+    expect(rows).toEqual([{ row: 1, line: 2, sheetRow: 2, cells: ['João', 'São Bento'] }]);
   });
 
   it('keeps accents, apostrophes and other scripts exactly', async () => {
@@ -63,10 +63,11 @@ describe('openCsv', () => {
     ].join('\r\n');
     const { rows } = await readAll('quotes.csv', content);
     expect(rows).toEqual([
-      { row: 1, line: 2, cells: ['Smith, Jane', '1 High St, Flat 2', 'She said "hi"'] },
-      { row: 2, line: 3, cells: ['Multi', 'line one\r\nline two', 'x'] },
-      { row: 3, line: 5, cells: ['Plain', 'lf\nonly', 'y'] },
-      { row: 4, line: 7, cells: ['After', 'quoted', 'z'] },
+      { row: 1, line: 2, sheetRow: 2, cells: ['Smith, Jane', '1 High St, Flat 2', 'She said "hi"'] },
+      { row: 2, line: 3, sheetRow: 3, cells: ['Multi', 'line one\r\nline two', 'x'] },
+      // A spreadsheet shows a record with line breaks inside quotes on one row.
+      { row: 3, line: 5, sheetRow: 4, cells: ['Plain', 'lf\nonly', 'y'] },
+      { row: 4, line: 7, sheetRow: 5, cells: ['After', 'quoted', 'z'] },
     ]);
   });
 
@@ -79,12 +80,12 @@ describe('openCsv', () => {
     ]);
   });
 
-  it('skips empty lines and all-blank records, numbering rows without them but lines with them', async () => {
+  it('skips empty lines and all-blank records, numbering rows without them but lines and spreadsheet rows with them', async () => {
     const { rows } = await readAll('blanks.csv', 'A,B\n1,2\n\n3,4\n,\n  , \n5,6\n\n\n,\n');
     expect(rows).toEqual([
-      { row: 1, line: 2, cells: ['1', '2'] },
-      { row: 2, line: 4, cells: ['3', '4'] },
-      { row: 3, line: 7, cells: ['5', '6'] },
+      { row: 1, line: 2, sheetRow: 2, cells: ['1', '2'] },
+      { row: 2, line: 4, sheetRow: 4, cells: ['3', '4'] },
+      { row: 3, line: 7, sheetRow: 7, cells: ['5', '6'] },
     ]);
   });
 

@@ -20,6 +20,7 @@ const NOW = new Date('2026-11-22T00:00:00Z');
 const OPTIONS: RowOptions = { expiryFormat: 'MMYY', now: NOW };
 const CARD = '4111111111111111';
 const BAD_LUHN = '4111111111111112';
+const AMEX = '378282246310005';
 const KEY = '6f1c2b9e-3d4a-4c5b-8e7f-0a1b2c3d4e01';
 
 /** A plan and a row builder from a header and default values: `make({ Column: value })` gives the cells. */
@@ -90,7 +91,7 @@ describe('validateRow', () => {
     const error = onlyError(validate(customers.plan, ['Zoë', "O'Connor", 'not-an-email']));
     expect(error).toMatchObject({ row: 7, column: '', rule: 'column-count' });
     expect(error.message).toBe(
-      'row 7 (line 8): 3 cells where the header has 6; check for an unquoted comma or a missing cell (rule: column-count)',
+      'row 7 (spreadsheet row 8, line 8): 3 cells where the header has 6; check for an unquoted comma or a missing cell (rule: column-count)',
     );
     expect(onlyError(validate(customers.plan, [...customers.cells(), 'extra'])).rule).toBe('column-count');
   });
@@ -101,7 +102,7 @@ describe('validateRow', () => {
       row: 7,
       column: 'EmailAddress',
       rule: 'email',
-      message: 'row 7, column "EmailAddress": "bob@" is not an email address (rule: email)',
+      message: 'row 7 (spreadsheet row 8, line 8), column "EmailAddress": "bob@" is not an email address (rule: email)',
     });
     expect(validate(customers.plan, customers.cells({ EmailAddress: '' }))).toEqual([]);
     expect(onlyError(validate(signups.plan, signups.cells({ 'Customer.EmailAddress': 'a b@c.d' }))).column).toBe('Customer.EmailAddress');
@@ -119,7 +120,7 @@ describe('validateRow', () => {
   it('numeric: CustomerID is numeric text, when not empty', () => {
     const error = onlyError(validate(fixture('customers', { CustomerID: 'A12', EmailAddress: '' }).plan, ['A12', '']));
     expect(error).toMatchObject({ column: 'CustomerID', rule: 'numeric' });
-    expect(error.message).toBe('row 7, column "CustomerID": "A12" is not numeric text (a CustomerID is digits only) (rule: numeric)');
+    expect(error.message).toBe('row 7 (spreadsheet row 8, line 8), column "CustomerID": "A12" is not numeric text (a CustomerID is digits only) (rule: numeric)');
   });
 
   it('required: a new customer needs FirstName and LastName', () => {
@@ -128,7 +129,7 @@ describe('validateRow', () => {
       ['FirstName', 'required'],
       ['LastName', 'required'],
     ]);
-    expect(errors[1]?.message).toBe('row 7, column "LastName": is empty; required for a new customer (no CustomerID) (rule: required)');
+    expect(errors[1]?.message).toBe('row 7 (spreadsheet row 8, line 8), column "LastName": is empty; required for a new customer (no CustomerID) (rule: required)');
   });
 
   it('required: an update needs no names, but must not blank a present one', () => {
@@ -139,7 +140,7 @@ describe('validateRow', () => {
     // A create row in an update file: the names are required, and the file has no FirstName column.
     const create = validate(updates.plan, updates.cells({ CustomerID: '' }));
     expect(create.map((e) => e.message)).toEqual([
-      'row 7, column "FirstName": is required for a new customer (no CustomerID), but the file has no such column (rule: required)',
+      'row 7 (spreadsheet row 8, line 8), column "FirstName": is required for a new customer (no CustomerID), but the file has no such column (rule: required)',
     ]);
   });
 
@@ -183,7 +184,7 @@ describe('validateRow', () => {
   it('card-number: digits with a valid Luhn check, never quoted', () => {
     const luhn = onlyError(validate(signups.plan, signups.cells({ 'CreditCardInfo.AccountNumber': BAD_LUHN })));
     expect(luhn).toMatchObject({ column: 'CreditCardInfo.AccountNumber', rule: 'card-number' });
-    expect(luhn.message).toBe('row 7, column "CreditCardInfo.AccountNumber": is not a valid card number (Luhn check failed) (rule: card-number)');
+    expect(luhn.message).toBe('row 7 (spreadsheet row 8, line 8), column "CreditCardInfo.AccountNumber": is not a valid card number (Luhn check failed) (rule: card-number)');
     const spaced = onlyError(validate(cards.plan, cards.cells({ AccountNumber: '4111 1111 1111 1111' })));
     expect(spaced.message).toContain('digits only');
     const short = onlyError(validate(cards.plan, cards.cells({ AccountNumber: '41111111' })));
@@ -193,13 +194,21 @@ describe('validateRow', () => {
     }
   });
 
-  it('cvc: 3 or 4 digits when not empty, never quoted', () => {
-    const error = onlyError(validate(cards.plan, cards.cells({ CVCode: '73' })));
+  it('cvc: 3 digits, 4 for American Express, when not empty, never quoted', () => {
+    const error = onlyError(validate(cards.plan, cards.cells({ CVCode: '7373' })));
     expect(error).toMatchObject({ column: 'CVCode', rule: 'cvc' });
-    expect(error.message).not.toContain('73');
+    expect(error.message).toBe(
+      'row 7 (spreadsheet row 8, line 8), column "CVCode": is not a card verification code: 3 digits expected for this card (American Express alone has 4) (rule: cvc)',
+    );
     expect(validate(cards.plan, cards.cells({ CVCode: '' }))).toEqual([]);
-    expect(validate(cards.plan, cards.cells({ CVCode: '1234' }))).toEqual([]);
+    expect(validate(cards.plan, cards.cells({ AccountNumber: AMEX, CVCode: '1234' }))).toEqual([]);
+    const amexShort = onlyError(validate(cards.plan, cards.cells({ AccountNumber: AMEX, CVCode: '12345' })));
+    expect(amexShort.message).toContain('4 digits expected for an American Express card');
     expect(onlyError(validate(signups.plan, signups.cells({ 'CreditCardInfo.CVCode': '12a' }))).rule).toBe('cvc');
+    // Without a valid card number the brand is unknown: 3 or 4 digits.
+    const unknownBrand = validate(cards.plan, cards.cells({ AccountNumber: BAD_LUHN, CVCode: '1234' }));
+    expect(unknownBrand.map((e) => e.rule)).toEqual(['card-number']);
+    for (const e of [error, amexShort]) expect(e.message).not.toMatch(/7373|12345/);
   });
 
   it('expiry: four digits in the file\'s format, not in the past', () => {
@@ -239,7 +248,7 @@ describe('validateRow', () => {
   it('names the file\'s own header text in messages, after a map', () => {
     const plan = planColumns({ file: 'in.csv', kind: 'customers', headers: ['Given', 'Family', 'Mail'], map: { Given: 'FirstName', Family: 'LastName', Mail: 'EmailAddress' } });
     const error = onlyError(validate(plan, ['Zoë', "O'Connor", 'nope'], OPTIONS, 3));
-    expect(error.message).toBe('row 3, column "Mail": "nope" is not an email address (rule: email)');
+    expect(error.message).toBe('row 3 (spreadsheet row 4, line 4), column "Mail": "nope" is not an email address (rule: email)');
   });
 
   it('never quotes a card number, even one in the wrong column', () => {

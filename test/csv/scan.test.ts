@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_RECORD_CHARS, openCsv } from '../../src/csv/reader.js';
-import { scanCsvBytes } from '../../src/csv/scan.js';
+import { scanCsvBytes, showsRounding } from '../../src/csv/scan.js';
 import { collect, tempFolder } from './files.js';
 
 let temp: Awaited<ReturnType<typeof tempFolder>>;
@@ -34,7 +34,7 @@ describe('scanCsvBytes', () => {
     ['accents and other scripts across read chunks', `A,B,C\n${filler(40_000)}\n`],
   ])('is sure of a well-formed file: %s', async (_name, content) => {
     const file = await temp.file('good.csv', content);
-    expect(await scanCsvBytes(file)).toEqual({ wellFormed: true, bytes: Buffer.byteLength(content) });
+    expect(await scanCsvBytes(file)).toEqual({ wellFormed: true, bytes: Buffer.byteLength(content), longNumbers: { total: 0, rounded: 0 } });
     expect(await parses(file)).toBe(true);
   });
 
@@ -44,7 +44,6 @@ describe('scanCsvBytes', () => {
     ['text after a closing quote', '"abc"d,2'],
     ['a space after a closing quote', '"abc" ,2'],
     ['bytes that are not UTF-8', Buffer.from([0x41, 0xff, 0x42, 0x2c, 0x32])],
-    ['U+FFFD itself', 'A\uFFFDB,2'],
     ['an unclosed quote at the end', '"never closed,2'],
   ])('doubts a file with %s, which the full read rejects', async (_name, fault) => {
     const content = Buffer.concat([Buffer.from(`A,B,C\n${filler(30_000)}\n`), Buffer.from(fault), Buffer.from('\nlast,row,here\n')]);
@@ -85,5 +84,16 @@ describe('scanCsvBytes', () => {
     });
     expect(chunks).toBeGreaterThan(1);
     expect(hash.digest('hex')).toBe(createHash('sha256').update(await readFile(file)).digest('hex'));
+  });
+
+  it('counts long numbers and those a spreadsheet rounded past 15 digits', async () => {
+    const rounded = ['4012888888881880', '5555555555554000', '4111111111111000'];
+    const genuine = ['4012888888881881', '5555555555554444'];
+    const content = `PaymentMethodKey,AccountNumber,Note\n${[...rounded, ...genuine].map((n, i) => `k${i},${n},"ref ${n}1234 12.5"`).join('\n')}\n`;
+    const { longNumbers } = await scanCsvBytes(await temp.file('long.csv', content));
+    expect(longNumbers).toEqual({ total: 5, rounded: 3 });
+    expect(showsRounding(longNumbers)).toBe(true);
+    expect(showsRounding({ total: 7, rounded: 3 })).toBe(false);
+    expect(showsRounding({ total: 2, rounded: 2 })).toBe(false);
   });
 });

@@ -41,7 +41,10 @@ describe('writeExportFile', () => {
   it('writes CSV with every field, CustomerID first, every cell quoted and formula-escaped, Password empty', async () => {
     const written = await writeExportFile({ dir, name: 'customers-x.csv', format: 'csv', gzip: false, records: each(TRICKY) });
     expect(written.count).toBe(TRICKY.length);
-    const text = await readFile(written.path, 'utf8');
+    const withBom = await readFile(written.path, 'utf8');
+    // A BOM first, so that a spreadsheet reads the file as UTF-8.
+    expect(withBom.startsWith('\uFEFF"CustomerID",')).toBe(true);
+    const text = withBom.slice(1);
     const rows = CsvRowsSchema.parse(parse(text, { relax_quotes: false }));
     expect(rows[0]).toEqual([...CUSTOMER_FIELDS]);
     expect(rows[0]?.[0]).toBe('CustomerID');
@@ -72,7 +75,7 @@ describe('writeExportFile', () => {
   ] as const)('escapes a %s that begins with a formula trigger (%j) in CSV, and keeps it as is in JSONL', async (field, value) => {
     const c = customer(7, { [field]: value });
     const csv = await writeExportFile({ dir, name: 'c.csv', format: 'csv', gzip: false, records: each([c]) });
-    const rows = CsvRowsSchema.parse(parse(await readFile(csv.path, 'utf8')));
+    const rows = CsvRowsSchema.parse(parse(await readFile(csv.path, 'utf8'), { bom: true }));
     expect(rows[1]?.[CUSTOMER_FIELDS.indexOf(field)]).toBe(`'${value}`);
     const jsonl = await writeExportFile({ dir, name: 'c.jsonl', format: 'jsonl', gzip: false, records: each([c]) });
     expect(JSON.parse((await readFile(jsonl.path, 'utf8')).trim())[field]).toBe(value);
@@ -104,8 +107,10 @@ describe('writeExportFile', () => {
   it('writes the same bytes as csv-stringify with every cell quoted (the formatter is its own, for speed)', async () => {
     const written = await writeExportFile({ dir, name: 'same.csv', format: 'csv', gzip: false, records: each(TRICKY) });
     const cells = TRICKY.map((c) => CUSTOMER_FIELDS.map((f) => (f === 'Password' ? '' : escapeFormula(c[f] ?? ''))));
-    const expected = stringify([[...CUSTOMER_FIELDS], ...cells], { bom: false, record_delimiter: 'unix', quoted: true, quoted_empty: true, escape_formulas: false, eof: true });
+    const expected = stringify([[...CUSTOMER_FIELDS], ...cells], { bom: true, record_delimiter: 'unix', quoted: true, quoted_empty: true, escape_formulas: false, eof: true });
     expect(await readFile(written.path, 'utf8')).toBe(expected);
+    const machine = await writeExportFile({ dir, name: 'machine.csv', format: 'csv', gzip: false, records: each(TRICKY), bom: false });
+    expect(await readFile(machine.path, 'utf8')).toBe(expected.slice(1));
   });
 
   it('takes pages of formatted rows as they come: the file is the header and the pages in the order written', async () => {

@@ -58,7 +58,7 @@ async function* iterate<T>(items: readonly T[]): AsyncGenerator<T> {
   for (const item of items) yield item;
 }
 
-const readCsv = async (file: string): Promise<string[][]> => parse(await readFile(file, 'utf8'), { relax_column_count: false });
+const readCsv = async (file: string): Promise<string[][]> => parse(await readFile(file, 'utf8'), { relax_column_count: false, bom: true });
 
 const ROWS: ResultRow[] = [
   row(1, 'signed-up', ['Jean', 'Dupont, Jr.', '+33612345678', '************1111', '', 'said "hi"'], {
@@ -93,20 +93,20 @@ describe('writeImportResults', () => {
     const results = await readCsv(files.results);
     expect(results[0]).toEqual([...HEADERS, ...RESULT_COLUMNS]);
     expect(results.slice(1)).toEqual([
-      ['Jean', 'Dupont, Jr.', '+33612345678', '************1111', '', 'said "hi"', '1', 'signed-up', '1001', '2001', '6f1c2b9e-3d4a-4c5b-8e7f-0a1b2c3d4e01', '2', ''],
-      ['Zoë', 'Åström', '=1+1', '************1111', '', 'line one\nline two', '2', 'invalid', '', '', '', '0', 'row 2, CreditCardInfo.ExpirationDate: in the past'],
-      ['李', '小龙', '-5', '************1111', '', 'cr\ronly', '3', 'reconciled', '1003', '', '', '3', ''],
+      ['Jean', 'Dupont, Jr.', "'+33612345678", '************1111', '', 'said "hi"', '1', 'signed-up', '1001', '2001', '6f1c2b9e-3d4a-4c5b-8e7f-0a1b2c3d4e01', '2', ''],
+      ['Zoë', 'Åström', "'=1+1", '************1111', '', 'line one\nline two', '2', 'invalid', '', '', '', '0', 'row 2, CreditCardInfo.ExpirationDate: in the past'],
+      ['李', '小龙', "'-5", '************1111', '', 'cr\ronly', '3', 'reconciled', '1003', '', '', '3', ''],
       ['Ann', "O'Neil", '', '************4444', '', '', '4', 'failed', '', '', '', '8', 'API: Offer "GOLD" is not active, "sorry"'],
-      ['Bob', 'Smith', '@home', '', '', '', '5', 'needs-review', '', '', '', '4', 'candidates: 1005, 1006'],
+      ['Bob', 'Smith', "'@home", '', '', '', '5', 'needs-review', '', '', '', '4', 'candidates: 1005, 1006'],
       ['Al', 'Short', '', '', '', '', '6', 'created', '1007', '', '', '1', ''],
     ]);
 
     const errors = await readCsv(files.errors);
     expect(errors).toEqual([
       [...HEADERS, '_error'],
-      ['Zoë', 'Åström', '=1+1', '************1111', '', 'line one\nline two', 'row 2, CreditCardInfo.ExpirationDate: in the past'],
+      ['Zoë', 'Åström', "'=1+1", '************1111', '', 'line one\nline two', 'row 2, CreditCardInfo.ExpirationDate: in the past'],
       ['Ann', "O'Neil", '', '************4444', '', '', 'API: Offer "GOLD" is not active, "sorry"'],
-      ['Bob', 'Smith', '@home', '', '', '', 'candidates: 1005, 1006'],
+      ['Bob', 'Smith', "'@home", '', '', '', 'candidates: 1005, 1006'],
     ]);
 
     const summaryText = await readFile(files.summary, 'utf8');
@@ -125,20 +125,27 @@ describe('writeImportResults', () => {
     expect(records.map(csvRecord).join('')).toBe(expected);
   });
 
-  it('writes UTF-8 without BOM, LF line ends, quoting only where needed, no formula escaping', async () => {
+  it('writes UTF-8 with a BOM, LF line ends, quoting only where needed, every cell formula-escaped', async () => {
     const files = await writeImportResults({ dir: root, headers: HEADERS, secretColumns: SECRETS, rows: iterate(ROWS), summary: summaryOf(ROWS) });
-    const bytes = await readFile(files.errors);
-    expect(bytes.subarray(0, 3).equals(Buffer.from([0xef, 0xbb, 0xbf]))).toBe(false);
-    const text = bytes.toString('utf8');
-    expect(text.startsWith('Customer.FirstName,Customer.LastName,')).toBe(true);
+    for (const file of [files.results, files.errors]) {
+      expect((await readFile(file)).subarray(0, 3)).toEqual(Buffer.from([0xef, 0xbb, 0xbf]));
+    }
+    const text = (await readFile(files.errors)).toString('utf8');
+    expect(text.startsWith('\uFEFFCustomer.FirstName,Customer.LastName,')).toBe(true);
     expect(text).not.toContain('\r\n');
-    expect(text).toContain('Zoë,Åström,=1+1,************1111,,"line one\nline two",');
+    expect(text).toContain(`Zoë,Åström,'=1+1,************1111,,"line one\nline two",`);
     expect(text).toContain('"API: Offer ""GOLD"" is not active, ""sorry"""');
-    expect(text).not.toContain("'=1+1");
-    expect(text).not.toContain("'@home");
+    expect(text).toContain("'@home");
     expect((await readFile(files.results, 'utf8')).split('\n')[1]).toBe(
-      'Jean,"Dupont, Jr.",+33612345678,************1111,,"said ""hi""",1,signed-up,1001,2001,6f1c2b9e-3d4a-4c5b-8e7f-0a1b2c3d4e01,2,',
+      `Jean,"Dupont, Jr.",'+33612345678,************1111,,"said ""hi""",1,signed-up,1001,2001,6f1c2b9e-3d4a-4c5b-8e7f-0a1b2c3d4e01,2,`,
     );
+  });
+
+  it('writes no BOM when told not to (machine consumers)', async () => {
+    const files = await writeImportResults({ dir: root, headers: HEADERS, secretColumns: SECRETS, rows: iterate(ROWS), summary: summaryOf(ROWS), bom: false });
+    for (const file of [files.results, files.errors]) {
+      expect((await readFile(file, 'utf8')).startsWith('Customer.FirstName,')).toBe(true);
+    }
   });
 
   it('masks card numbers and empties CVCs even when the caller passed them in clear', async () => {
