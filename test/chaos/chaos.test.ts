@@ -150,7 +150,7 @@ it('every row settles exactly once under faults and worker kills, and card data 
   // Every row has exactly one outcome.
   const results = await Promise.all(
     statuses.map(async (s) =>
-      z.array(z.record(z.string(), z.string())).parse(parse(await readFile(path.join(s.resultsDir ?? '', 'results.csv'), 'utf8'), { columns: true })),
+      z.array(z.record(z.string(), z.string())).parse(parse(await readFile(path.join(s.resultsDir ?? '', 'results.csv'), 'utf8'), { columns: true, bom: true })),
     ),
   );
   for (const rows of results) expect(rows.map((r) => Number(r._row))).toEqual(Array.from({ length: ROWS + INVALID }, (_, i) => i + 1));

@@ -20,7 +20,7 @@ describe('subsync import', () => {
     expect((await first.exited).code).toBe(3);
     const lines = first.stdout().split('\n');
     expect(lines[0]).toMatch(/^import id: [0-9a-f]{24}$/);
-    expect(first.stdout()).toContain('row 2, column "EmailAddress"');
+    expect(first.stdout()).toMatch(/row 2 \(spreadsheet row 3, line 3\), column "EmailAddress"/);
     const resultsDir = /results: (.+)/.exec(first.stdout())?.[1];
     expect(resultsDir).toBeDefined();
     expect(await readFile(path.join(resultsDir ?? '', 'errors.csv'), 'utf8')).toContain('Bob,Cliwait,bob@');

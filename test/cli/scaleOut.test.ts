@@ -80,7 +80,7 @@ describe('three worker processes on one Redis', () => {
     const status = await importStatus(pipeline.runtime.store, importId);
     expect(status?.counts.created).toBe(ROWS);
     expect(status?.allSucceeded).toBe(true);
-    const results = ResultRowsSchema.parse(parse(await readFile(path.join(status?.resultsDir ?? '', 'results.csv'), 'utf8'), { columns: true }));
+    const results = ResultRowsSchema.parse(parse(await readFile(path.join(status?.resultsDir ?? '', 'results.csv'), 'utf8'), { columns: true, bom: true }));
     expect(results.map((r) => [Number(r._row), r._status])).toEqual(rowsInOrder.map((i) => [i, 'created']));
     const idOf = new Map(customers.map((c) => [c.FirstName, c.CustomerID]));
     expect(results.map((r) => r._customerId)).toEqual(results.map((r) => idOf.get(r.FirstName)));

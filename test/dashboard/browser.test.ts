@@ -153,7 +153,7 @@ describe.runIf(RUN)('dashboard in a browser', () => {
       const file = manifest.replace('.manifest.json', '.csv');
       const download = await page.request.get(`${dashboard.url}/exports/${file}`);
       expect(download.status()).toBe(200);
-      expect((await download.text()).split('\n')[0]).toMatch(/^"?CustomerID"?,/);
+      expect((await download.text()).split('\n')[0]).toMatch(/^\uFEFF"?CustomerID"?,/);
       await shot(page, '08-exports');
       await page.goto(`${dashboard.url}/queue-health`);
       expect(await page.locator('main').textContent()).toContain('subsync-rows');

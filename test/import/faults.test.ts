@@ -35,7 +35,7 @@ describe('under faults, every row settles exactly once and nothing is created tw
       return s?.finished ? s : undefined;
     }, 'the import to settle', 120_000);
 
-    const results = z.array(z.record(z.string(), z.string())).parse(parse(await readFile(path.join(status.resultsDir ?? '', 'results.csv'), 'utf8'), { columns: true }));
+    const results = z.array(z.record(z.string(), z.string())).parse(parse(await readFile(path.join(status.resultsDir ?? '', 'results.csv'), 'utf8'), { columns: true, bom: true }));
     expect(results.map((r) => Number(r._row))).toEqual(Array.from({ length: ROWS }, (_, i) => i + 1));
     const inSandbox = pipeline.sandbox.store.customers().filter((c) => c.LastName === tag);
     const perName = new Map<string, number>();

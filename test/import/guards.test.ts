@@ -27,7 +27,7 @@ async function run(p: Pipeline, request: ImportRequest): Promise<ImportStatus> {
 
 async function results(status: ImportStatus): Promise<Array<Record<string, string>>> {
   const text = await readFile(path.join(status.resultsDir ?? '', 'results.csv'), 'utf8');
-  return z.array(z.record(z.string(), z.string())).parse(parse(text, { columns: true }));
+  return z.array(z.record(z.string(), z.string())).parse(parse(text, { columns: true, bom: true }));
 }
 
 async function refusal(promise: Promise<unknown>): Promise<string> {

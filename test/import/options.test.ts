@@ -87,7 +87,8 @@ describe('import options', () => {
     expect(status.counts.created).toBe(1);
     expect(pipeline.sandbox.store.customers().find((c) => c.LastName === 'Mappé')).toMatchObject({ FirstName: 'Élodie', EmailAddress: 'elodie@example.fr' });
     const results = await readFile(path.join(status.resultsDir ?? '', 'results.csv'), 'utf8');
-    expect(results.split('\n')[0]).toBe('Given name,Surname,E-mail,_row,_status,_customerId,_subscriptionId,_paymentMethodKey,_attempts,_error');
+    // A BOM first, so that a spreadsheet reads it as UTF-8.
+    expect(results.split('\n')[0]).toBe('\uFEFFGiven name,Surname,E-mail,_row,_status,_customerId,_subscriptionId,_paymentMethodKey,_attempts,_error');
   });
 
   it('--match upserts: updates the customer whose field matches, creates the others', async () => {

@@ -45,7 +45,7 @@ describe('the producer, in one parse of the file', () => {
     expect(Object.keys(ledger)).toHaveLength(rows);
     const entry = (row: number) => LedgerEntrySchema.parse(JSON.parse(ledger[String(row)] ?? 'null'));
     expect(entry(rows)).toEqual({ c: [`Row${rows}`, `O"Brien, ${rows}`, `r${rows}@example.com`, `${rows} Main St\r\nFloor 2`], j: 'customer.create', s: 'pending', a: 0 });
-    expect(entry(7)).toMatchObject({ j: null, s: 'invalid', e: expect.stringMatching(/row 7, column "EmailAddress"/) });
+    expect(entry(7)).toMatchObject({ j: null, s: 'invalid', e: expect.stringMatching(/row 7 \(spreadsheet row \d+, line \d+\), column "EmailAddress"/) });
 
     const again = await importFile({ file }, deps(pipeline));
     expect(again).toEqual({ outcome: 'already-imported', importId: result.importId, kind: 'customers' });

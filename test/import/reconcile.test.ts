@@ -23,7 +23,7 @@ async function run(p: Pipeline, request: ImportRequest): Promise<{ status: Impor
     return s?.finished ? s : undefined;
   }, `import ${result.importId} to finish`);
   const text = await readFile(path.join(status.resultsDir ?? '', 'results.csv'), 'utf8');
-  return { status, rows: z.array(z.record(z.string(), z.string())).parse(parse(text, { columns: true })) };
+  return { status, rows: z.array(z.record(z.string(), z.string())).parse(parse(text, { columns: true, bom: true })) };
 }
 
 /** Fails every other search request of the sandbox with a 503, as a service under load would. */

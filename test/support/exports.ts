@@ -106,7 +106,7 @@ export async function readManifest(file: string): Promise<ExportManifest> {
 
 /** The export's CSV as rows of cells, header first. */
 export async function readCsvRows(file: string): Promise<string[][]> {
-  return z.array(z.array(z.string())).parse(parse(await readFile(file, 'utf8')));
+  return z.array(z.array(z.string())).parse(parse(await readFile(file, 'utf8'), { bom: true }));
 }
 
 /** What the export should hold for a customer: every field, Password empty, formula-escaped, null as empty. */

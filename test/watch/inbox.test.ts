@@ -50,7 +50,7 @@ async function finishedImports(p: Pipeline): Promise<Map<string, ImportStatus>> 
 
 async function results(status: ImportStatus | undefined): Promise<Array<Record<string, string>>> {
   const text = await readFile(path.join(status?.resultsDir ?? '', 'results.csv'), 'utf8');
-  return z.array(z.record(z.string(), z.string())).parse(parse(text, { columns: true }));
+  return z.array(z.record(z.string(), z.string())).parse(parse(text, { columns: true, bom: true }));
 }
 
 const count = (text: string, message: string): number => text.split('\n').filter((line) => line.includes(`"msg":"${message}"`)).length;
