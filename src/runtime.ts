@@ -140,6 +140,7 @@ export function startWorkers(
           budget,
           dataDir: runtime.config.dataDir,
           logger: runtime.logger,
+          customers: runtime.customers,
         });
   // Closing a worker lets its active jobs finish; the API client closes after.
   runtime.adopt(async () => {

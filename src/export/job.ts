@@ -17,8 +17,10 @@ import { CUSTOMER_FIELDS } from '../api/schemas/index.js';
 import { EXPORT_DEFAULTS, SEARCH_PAGE_SIZE } from '../policy.js';
 import type { ApiBudget } from '../queue/budget.js';
 import { DEFAULT_BACKOFF, FAILED_RETENTION_SECONDS } from '../queue/queues.js';
+import { DEFAULT_INDEXED_FIELDS, type CustomerIndex, type IndexBuild } from '../customers/customerIndex.js';
+import type { Customer } from '../api/schemas/index.js';
 import { createInOrderWriter, type WrittenPrefix } from './inOrder.js';
-import { formatPages, locationOf, readEverything, type PagerOptions, type PagingOutcome, type StoredPage } from './pager.js';
+import { compareIds, formatPages, locationOf, readEverything, type PagerOptions, type PagingOutcome, type StoredPage } from './pager.js';
 import { EXPORT_JOB, ExportRequestSchema, exportIdOf, exportsDirOf, fileStamp, type ExportRequest } from './request.js';
 import { openSpool, pruneSpools, spoolDirOf, type Spool, type SpoolLocation } from './spool.js';
 import { createExportStore, type ExportRecord, type ExportStore } from './state.js';
@@ -45,6 +47,8 @@ export interface ExportDeps {
   budget: Pick<ApiBudget, 'block'>;
   dataDir: string;
   logger: Logger;
+  /** The customer index: an export that reads every customer in one run rebuilds it. */
+  customers?: CustomerIndex;
 }
 
 /** The job's return value, kept by BullMQ as its result. */
@@ -149,6 +153,8 @@ export async function runExport(input: {
     ...input.pager,
   };
   const file = { dir: outDir, name: exportFileName(record.base, record.format, record.gzip), format: record.format, gzip: record.gzip };
+  // A run that reads every page itself rebuilds the customer index on the way (a resumed run has not seen them all).
+  const rebuild = deps.customers && record.pagesDone === 0 ? await indexRebuild(deps.customers, log) : undefined;
   let sink = await openExportFile(file);
   const inOrder = createInOrderWriter({ sink, spool, pageSize: options.pageSize });
   let paging: PagingOutcome;
@@ -166,6 +172,7 @@ export async function runExport(input: {
       format: record.format,
       onPage: input.onPage,
       onRead: (read) => inOrder.offer(read),
+      onCustomers: rebuild?.add,
     });
     await store.update(exportId, { phase: 'writing' });
     const head = await inOrder.settle();
@@ -182,6 +189,7 @@ export async function runExport(input: {
     await inOrder.settle().catch(() => undefined);
     await sink.abort();
     await spool.close();
+    await rebuild?.abandon();
     throw error;
   }
 
@@ -192,6 +200,9 @@ export async function runExport(input: {
     await store.warn(exportId, 'count', `${written.count} customers written, but TotalItemCount was ${full.state.latest ?? '?'} at the end`);
   }
   const pruned = record.keep === undefined ? [] : await pruneExports(outDir, record.keep, record.base);
+  // Complete, one listing: every customer present at the start is in the index, as of then.
+  if (complete && full) await rebuild?.commit({ startedAt: record.startedAt, count: written.count, ascending: full.ascending });
+  else await rebuild?.abandon();
 
   const finishedAt = Date.now();
   const counters = (await store.get(exportId)) ?? record;
@@ -201,6 +212,56 @@ export async function runExport(input: {
   await spool.remove();
   log.info({ file: written.path, count: written.count, complete, durationMs: manifest.durationMs }, 'export written');
   return { exportId, file: written.path, manifest: manifestPath, count: written.count, complete };
+}
+
+/**
+ * The customer index, rebuilt from the customers an export reads: a new
+ * generation, switched in only when the export is complete (every customer
+ * present at its start, once). Index writes that fail leave the index as it
+ * was; they never fail the export.
+ */
+async function indexRebuild(index: CustomerIndex, log: Logger) {
+  const previous = await index.meta();
+  let build: IndexBuild | undefined;
+  try {
+    build = await index.beginBuild(previous?.total ?? 0, [...DEFAULT_INDEXED_FIELDS, ...(previous?.fields ?? [])]);
+  } catch (error) {
+    log.warn({ err: error }, 'the customer index is not rebuilt by this export');
+    return undefined;
+  }
+  let broken = false;
+  let lastId: string | undefined;
+  return {
+    add: async (customers: readonly Customer[]): Promise<void> => {
+      if (broken || !build) return;
+      for (const { CustomerID } of customers) if (lastId === undefined || compareIds(CustomerID, lastId) > 0) lastId = CustomerID;
+      try {
+        await index.addToBuild(build, customers);
+      } catch (error) {
+        broken = true;
+        log.warn({ err: error }, 'the customer index is not rebuilt by this export');
+      }
+    },
+    abandon: async (): Promise<void> => {
+      if (build) await index.abandon(build).catch(() => undefined);
+    },
+    commit: async (listing: { startedAt: number; count: number; ascending: boolean }): Promise<void> => {
+      if (!build) return;
+      if (broken) {
+        await index.abandon(build).catch(() => undefined);
+        return;
+      }
+      await index.commit(build, {
+        builtAt: listing.startedAt,
+        refreshedAt: listing.startedAt,
+        total: listing.count,
+        lastId: lastId ?? '',
+        count: listing.count,
+        appendOnly: listing.ascending,
+      });
+      log.info({ customers: listing.count }, 'customer index rebuilt from the export');
+    },
+  };
 }
 
 const sameLocation = (a: SpoolLocation | undefined, b: SpoolLocation): boolean => a !== undefined && a.f === b.f && a.o === b.o && a.b === b.b;

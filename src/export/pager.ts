@@ -69,6 +69,8 @@ export interface PagerContext {
   onPage?: () => void;
   /** Told of each page read as soon as it is spooled (before it is recorded): the export file is written while paging goes on. */
   onRead?: (read: PageRead) => void;
+  /** Told of the customers of each page read (the customer index is rebuilt from a full export). */
+  onCustomers?: (customers: SearchCustomersResponse['Customers']) => Promise<void>;
 }
 
 /** One page read, as `onRead` is told of it. */
@@ -426,6 +428,7 @@ async function readPage(ctx: Paging, listing: number, contains: string, page: nu
     throw error;
   }
   const rows = formatPage(ctx.format, answer.Customers);
+  await ctx.onCustomers?.(answer.Customers);
   const { loc, body } = await ctx.spool.append(listing, page, rows);
   const meta = { n: rows.ids.length, t: answer.TotalItemCount, r: round, ...describeIds(rows.ids), ...loc };
   ctx.recorder.add(listing, page, meta);

@@ -6,6 +6,7 @@ import type { ApiBudget } from './budget.js';
 import { EXPORT_JOB, runExportJob } from '../export/job.js';
 import { finalizeImport } from '../import/finalize.js';
 import type { ImportStore } from '../store/importStore.js';
+import type { CustomerIndex } from '../customers/customerIndex.js';
 import { CONTROL_QUEUE, FINALIZE_JOB, FinalizeJobDataSchema, type Queues } from './queues.js';
 
 /** What a control job handler may use. */
@@ -20,6 +21,8 @@ export interface ControlDeps {
   budget: ApiBudget;
   dataDir: string;
   logger: Logger;
+  /** The customer index: a full export rebuilds it. */
+  customers?: CustomerIndex;
 }
 
 /** One handler per control job name; the job's return value is kept as its result. */
