@@ -5,44 +5,12 @@
  */
 import type { Command } from 'commander';
 import { requireApiUrl } from '../config.js';
-import type { CustomerIndex, IndexMeta } from '../customers/customerIndex.js';
+import type { IndexMeta } from '../customers/customerIndex.js';
+import { indexReport, type IndexReport } from '../customers/report.js';
 import { refreshDelta, refreshFull } from '../customers/refresh.js';
 import { createBudget } from '../queue/budget.js';
 import { openApi, type Runtime } from '../runtime.js';
 import { withRuntime } from './context.js';
-
-/** The index as `index status --json` prints it. */
-export interface IndexReport {
-  present: boolean;
-  customers?: number;
-  totalItemCount?: number;
-  builtAt?: string;
-  currentAt?: string;
-  /** Seconds since the index was last known to hold every customer; null when it is not (stale). */
-  ageSeconds?: number | null;
-  appendOnly?: boolean;
-  fields?: string[];
-  bytes?: number;
-  bytesPerCustomer?: number;
-}
-
-export async function indexReport(index: CustomerIndex, now = Date.now()): Promise<IndexReport> {
-  const meta = await index.meta();
-  if (!meta) return { present: false };
-  const memory = await index.memory();
-  return {
-    present: true,
-    customers: meta.count,
-    totalItemCount: meta.total,
-    builtAt: new Date(meta.builtAt).toISOString(),
-    currentAt: meta.refreshedAt > 0 ? new Date(meta.refreshedAt).toISOString() : undefined,
-    ageSeconds: meta.refreshedAt > 0 ? Math.round((now - meta.refreshedAt) / 1000) : null,
-    appendOnly: meta.appendOnly,
-    fields: ['identity', ...meta.fields],
-    bytes: memory?.bytes,
-    bytesPerCustomer: memory && meta.count > 0 ? Math.round(memory.bytes / meta.count) : undefined,
-  };
-}
 
 function describeReport(report: IndexReport): string {
   if (!report.present) return 'no customer index yet: `subsync index refresh` builds one (an import builds it when that is cheaper than searching)\n';

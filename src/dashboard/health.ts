@@ -1,5 +1,6 @@
 import type { Queue } from 'bullmq';
 import { apiRateLimited } from '../metrics.js';
+import { indexReport, type IndexReport } from '../customers/report.js';
 import type { Runtime } from '../runtime.js';
 
 /** The job states shown for each queue (BullMQ's names). */
@@ -26,6 +27,10 @@ export interface QueueHealth {
     /** 429s this process has seen since it started (the metrics counter). */
     thisProcess: number;
   };
+  /** Requests of the most recent imports by kind: searches, reads of one record, writes. */
+  requests: { searches: number; reads: number; writes: number };
+  /** What subsync knows of the service's customers (its memory is `subsync index status`'s). */
+  customerIndex: IndexReport;
 }
 
 async function queueCounts(queue: Queue): Promise<{ name: string; paused: boolean; counts: Record<QueueState, number> }> {
@@ -34,7 +39,7 @@ async function queueCounts(queue: Queue): Promise<{ name: string; paused: boolea
   return { name: queue.name, paused, counts: byState };
 }
 
-/** Queue depths, the API budget and recent 429s (DESIGN section 9), read from Redis now. */
+/** Queue depths, the API budget, recent 429s and requests, and the customer index, read from Redis now. */
 export async function queueHealth(runtime: Runtime, now = Date.now()): Promise<QueueHealth> {
   const { redis, store, queues } = runtime;
   const [rows, control, blocked, learned, ids, counter] = await Promise.all([
@@ -45,15 +50,18 @@ export async function queueHealth(runtime: Runtime, now = Date.now()): Promise<Q
     store.listImportIds(RECENT_IMPORTS),
     apiRateLimited.get(),
   ]);
-  const figures = await Promise.all(ids.map((id) => store.counts(id)));
+  const [figures, customerIndex] = await Promise.all([Promise.all(ids.map((id) => store.counts(id))), indexReport(runtime.customers, { memory: false }, now)]);
+  const sum = (pick: (f: (typeof figures)[number]) => number): number => figures.reduce((total, f) => total + pick(f), 0);
   const blockedUntil = blocked === null ? undefined : Number(blocked);
   return {
     queues: [rows, control],
     budget: { rate: runtime.config.rate, learned: learned === null ? undefined : Number(learned), blockedUntil: blockedUntil !== undefined && blockedUntil > now ? blockedUntil : undefined },
     rateLimited: {
-      recentImports: figures.reduce((sum, f) => sum + f.rateLimited, 0),
+      recentImports: sum((f) => f.rateLimited),
       imports: ids.length,
-      thisProcess: counter.values.reduce((sum, v) => sum + v.value, 0),
+      thisProcess: counter.values.reduce((total, v) => total + v.value, 0),
     },
+    requests: { searches: sum((f) => f.searches), reads: sum((f) => f.reads), writes: sum((f) => f.apiCalls - f.searches - f.reads) },
+    customerIndex,
   };
 }

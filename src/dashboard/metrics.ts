@@ -18,7 +18,11 @@ export const METRICS_IMPORTS = 1000;
  * - `subsync_api_budget_blocked_seconds`: how long the budget stays blocked after a 429;
  * - `subsync_import_rows{kind,status}`: rows by kind and outcome, summed over
  *   the most recent {@link METRICS_IMPORTS} imports held in Redis (the whole
- *   fleet's work, where the counters only know their own process's).
+ *   fleet's work, where the counters only know their own process's);
+ * - `subsync_import_api_requests{kind}`: the requests of those imports as
+ *   searches, reads (of one record) and writes;
+ * - `subsync_customer_index_customers` and `_age_seconds`: the customer
+ *   index's size and how long since it was last current (-1: not current).
  *
  * The gauges live in a registry of their own per dashboard (two dashboards
  * in one process, as in tests, must not register a name twice).
@@ -89,6 +93,40 @@ export function createScrape(runtime: Runtime): { contentType: string; metrics()
         }
       }
       for (const { kind, status, n } of sums.values()) this.set({ kind, status }, n);
+    },
+  });
+
+  new Gauge({
+    name: 'subsync_import_api_requests',
+    help: `API requests by kind (search, read, write), summed over the ${METRICS_IMPORTS} most recent imports in Redis`,
+    labelNames: ['kind'] as const,
+    registers: [registry],
+    async collect() {
+      const ids = await store.listImportIds(METRICS_IMPORTS);
+      const figures = await Promise.all(ids.map((id) => store.counts(id)));
+      const sum = (pick: (f: (typeof figures)[number]) => number): number => figures.reduce((total, f) => total + pick(f), 0);
+      this.set({ kind: 'search' }, sum((f) => f.searches));
+      this.set({ kind: 'read' }, sum((f) => f.reads));
+      this.set({ kind: 'write' }, sum((f) => f.apiCalls - f.searches - f.reads));
+    },
+  });
+
+  new Gauge({
+    name: 'subsync_customer_index_customers',
+    help: 'Customers in the customer index (0: none built)',
+    registers: [registry],
+    async collect() {
+      this.set((await runtime.customers.meta())?.count ?? 0);
+    },
+  });
+
+  new Gauge({
+    name: 'subsync_customer_index_age_seconds',
+    help: 'Seconds since the customer index was last known to hold every customer (-1: none, or not current)',
+    registers: [registry],
+    async collect() {
+      const meta = await runtime.customers.meta();
+      this.set(meta && meta.refreshedAt > 0 ? (Date.now() - meta.refreshedAt) / 1000 : -1);
     },
   });
 

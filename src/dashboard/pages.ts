@@ -3,6 +3,7 @@ import { stat } from 'node:fs/promises';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { contentTypeOf, exportPath, listExports, listSchedules } from './exports.js';
+import type { IndexReport } from '../customers/report.js';
 import { queueHealth, QUEUE_STATES } from './health.js';
 import { html, type Html } from './html.js';
 import { noticeOf, sendPage, type DashboardContext } from './context.js';
@@ -40,6 +41,18 @@ function manifestSummary(manifest: Record<string, unknown>): string {
 }
 
 /** The exports page (runs on disk, with manifests and downloads; the schedule) and the queue health page. */
+/** What the customer index holds and how current it is, as the queue-health page shows it. */
+function indexFacts(index: IndexReport): Html {
+  if (!index.present) return html`<p>No customer index yet: <code>subsync index refresh</code> builds one (an import builds it when that is cheaper than searching, and a complete export rebuilds it).</p>`;
+  return html`<dl class="facts">
+<dt>Customers</dt><dd>${index.customers ?? 0} <span class="hint">(the service's TotalItemCount then: ${index.totalItemCount ?? 0})</span></dd>
+<dt>Built</dt><dd>${index.builtAt ?? '—'}</dd>
+<dt>Current as of</dt><dd>${index.ageSeconds === null || index.ageSeconds === undefined ? 'not current: the end of the listing moved (subsync index refresh --full)' : `${index.currentAt ?? ''} (${index.ageSeconds} s ago)`}</dd>
+<dt>Listing</dt><dd>${index.appendOnly ? 'in CustomerID order: new customers are read from its end' : 'not in CustomerID order: only a full refresh makes the index current'}</dd>
+<dt>Keys</dt><dd>${(index.fields ?? []).join(', ')} <span class="hint">(memory: <code>subsync index status</code>)</span></dd>
+</dl>`;
+}
+
 export function pageRoutes(app: FastifyInstance, ctx: DashboardContext): void {
   const { runtime } = ctx;
 
@@ -90,7 +103,10 @@ ${run.manifestFile ? html`<a href="/exports/${run.manifestFile}" download>${run.
 <dt>Blocked</dt><dd>${health.budget.blockedUntil === undefined ? 'no' : `until ${iso(new Date(health.budget.blockedUntil))} (${Math.ceil((health.budget.blockedUntil - now) / 1000)} s, after a 429)`}</dd>
 <dt>429s, recent imports</dt><dd>${health.rateLimited.recentImports} <span class="hint">(summed over the ${health.rateLimited.imports} most recent imports)</span></dd>
 <dt>429s, this process</dt><dd>${health.rateLimited.thisProcess} <span class="hint">(since it started; <code>subsync_api_rate_limited_total</code>)</span></dd>
-</dl>`;
+<dt>Requests, recent imports</dt><dd>${health.requests.searches} searches · ${health.requests.reads} reads · ${health.requests.writes} writes <span class="hint">(summed over the ${health.rateLimited.imports} most recent imports)</span></dd>
+</dl>
+<h2>Customer index</h2>
+${indexFacts(health.customerIndex)}`;
     return sendPage(ctx, request, reply, { title: 'Queue health', body });
   });
 }

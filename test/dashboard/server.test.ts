@@ -383,6 +383,14 @@ describe('dashboard: pages', () => {
     expect(metrics.text).toMatch(/subsync_api_budget_blocked_seconds (59|60)(\.\d+)?\n/);
     expect(metrics.text).toContain('subsync_import_rows{kind="customers",status="created"} 1');
     expect(metrics.text).toContain('subsync_import_rows{kind="customers",status="invalid"} 1');
+    // One create, and the page that built the customer index the duplicate guard read.
+    expect(metrics.text).toContain('subsync_import_api_requests{kind="write"} 1');
+    expect(metrics.text).toContain('subsync_import_api_requests{kind="search"} 1');
+    // Built from the five seeded customers (the one created since is the index's too, counted at its next read).
+    expect(metrics.text).toMatch(/subsync_customer_index_customers 5\n/);
+    expect(metrics.text).toMatch(/subsync_customer_index_age_seconds \d/);
+    expect(page.text).toContain('<dt>Requests, recent imports</dt><dd>1 searches · 0 reads · 1 writes');
+    expect(page.text).toMatch(/<h2>Customer index<\/h2>\s*<dl class="facts">\s*<dt>Customers<\/dt><dd>5 /);
     expect(metrics.text).toContain('# TYPE subsync_rows_settled_total counter');
     expect(metrics.text).toContain('# TYPE subsync_api_request_duration_seconds histogram');
   });

@@ -1,0 +1,36 @@
+import type { CustomerIndex } from './customerIndex.js';
+
+/** The index as `index status --json` prints it. */
+export interface IndexReport {
+  present: boolean;
+  customers?: number;
+  totalItemCount?: number;
+  builtAt?: string;
+  currentAt?: string;
+  /** Seconds since the index was last known to hold every customer; null when it is not (stale). */
+  ageSeconds?: number | null;
+  appendOnly?: boolean;
+  fields?: string[];
+  bytes?: number;
+  bytesPerCustomer?: number;
+}
+
+export async function indexReport(index: CustomerIndex, options: { memory?: boolean } = {}, now = Date.now()): Promise<IndexReport> {
+  const meta = await index.meta();
+  if (!meta) return { present: false };
+  // MEMORY USAGE of every bucket: for `index status`, not for a page that polls.
+  const memory = options.memory === false ? undefined : await index.memory();
+  return {
+    present: true,
+    customers: meta.count,
+    totalItemCount: meta.total,
+    builtAt: new Date(meta.builtAt).toISOString(),
+    currentAt: meta.refreshedAt > 0 ? new Date(meta.refreshedAt).toISOString() : undefined,
+    ageSeconds: meta.refreshedAt > 0 ? Math.round((now - meta.refreshedAt) / 1000) : null,
+    appendOnly: meta.appendOnly,
+    fields: ['identity', ...meta.fields],
+    bytes: memory?.bytes,
+    bytesPerCustomer: memory && meta.count > 0 ? Math.round(memory.bytes / meta.count) : undefined,
+  };
+}
+
