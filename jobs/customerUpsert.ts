@@ -1,7 +1,7 @@
 import type { Customer, CustomerInput } from '../src/api/schemas/index.js';
 import { matchValue } from '../src/customers/finder.js';
 import { buildCustomerInput } from '../src/csv/rows.js';
-import { holdersNow, reconciliation, searchAll } from './reconcile.js';
+import { customersLike, holdersNow, reconciliation } from './reconcile.js';
 import { overlayAndPut } from './customerUpdate.js';
 import { createdBy, guardCreate } from './guard.js';
 import type { ReadBack, RowContext, RowProcessor } from './types.js';
@@ -15,14 +15,15 @@ const textOf = (record: object, field: string): string => {
 /**
  * The customers whose match field equals the row's: by the import's plan
  * (the index, with the records a scan kept or a GET each), else by a search
- * of the row's last name.
+ * of the more selective of the row's names (the import's shared one; read
+ * afresh for a read-back).
  */
-async function matchesOf(ctx: RowContext, wanted: CustomerInput): Promise<Customer[]> {
+async function matchesOf(ctx: RowContext, wanted: CustomerInput, options: { fresh: boolean }): Promise<Customer[]> {
   const field = fieldOf(ctx);
   const value = textOf(wanted, field);
-  const planned = await ctx.finder?.matches(ctx.importId, field, value, ctx.api);
+  const planned = options.fresh ? undefined : await ctx.finder?.matches(ctx.importId, field, value, ctx.api);
   if (planned) return planned;
-  return (await searchAll(ctx, wanted.LastName.trim())).filter((c) => matchValue(field, textOf(c, field)) === matchValue(field, value));
+  return (await customersLike(ctx, wanted, options)).filter((c) => matchValue(field, textOf(c, field)) === matchValue(field, value));
 }
 
 /**
@@ -36,7 +37,7 @@ export const readBackUpsert: ReadBack = async (ctx) => {
   if (ctx.preexisting === undefined) return undefined;
   const field = fieldOf(ctx);
   const before = new Set(ctx.preexisting);
-  const created = (await matchesOf(ctx, wanted)).filter((c) => !before.has(c.CustomerID));
+  const created = (await matchesOf(ctx, wanted, { fresh: true })).filter((c) => !before.has(c.CustomerID));
   const [only] = created;
   if (created.length === 1 && only) {
     return { status: 'reconciled', customerId: only.CustomerID, note: `the create had been applied before its answer was lost; ${field} matched a customer that did not exist before` };
@@ -60,7 +61,7 @@ export const customerUpsert: RowProcessor = async (ctx) => {
     if (verdict) return verdict;
   }
   const field = fieldOf(ctx);
-  const matches = await matchesOf(ctx, wanted);
+  const matches = await matchesOf(ctx, wanted, { fresh: false });
   if (!ctx.guard && ctx.preexisting === undefined) await ctx.recordPreexisting(matches.map((c) => c.CustomerID));
   const [existing] = matches;
   if (matches.length > 1) {

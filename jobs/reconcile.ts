@@ -33,11 +33,21 @@ export function hasIdentity(customer: Customer, who: Identity): boolean {
  * the row would have settled `exists`), so whoever holds it now was created
  * by this row: the guard reads the index after a delta of the newest
  * customers, about one request for every row reading back at that moment.
- * Without it (`--allow-duplicates`), a search by last name.
+ * Without it (`--allow-duplicates`), a search by the more selective name.
  */
 export async function holdersNow(ctx: RowContext, who: Identity): Promise<string[]> {
   if (ctx.guard) return ctx.guard.readBack(who, ctx.api, ctx.importId);
-  return (await searchAll(ctx, who.LastName.trim())).filter((c) => hasIdentity(c, who)).map((c) => c.CustomerID);
+  return (await customersLike(ctx, who, { fresh: true })).filter((c) => hasIdentity(c, who)).map((c) => c.CustomerID);
+}
+
+/**
+ * The customers whose first or last name holds the more selective of the
+ * person's names; the import's shared search, or (`fresh`, for a read-back)
+ * read now. Without a name search (tests of a bare processor), by last name.
+ */
+export async function customersLike(ctx: RowContext, who: Pick<Identity, 'FirstName' | 'LastName'>, options: { fresh: boolean }): Promise<Customer[]> {
+  if (!ctx.names) return searchAll(ctx, who.LastName.trim());
+  return ctx.names.customersLike(ctx.importId, who, ctx, options);
 }
 
 /**

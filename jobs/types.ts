@@ -3,6 +3,7 @@ import type { ApiClient } from '../src/api/client.js';
 import type { ColumnPlan } from '../src/csv/columns.js';
 import type { RowOptions } from '../src/csv/rows.js';
 import type { CustomerFinder } from '../src/customers/finder.js';
+import type { NameSearch } from '../src/customers/nameSearch.js';
 import type { CustomerGuard } from '../src/customers/guard.js';
 import type { ApiBudget } from '../src/queue/budget.js';
 import type { RowStatus } from '../src/outcomes.js';
@@ -38,6 +39,8 @@ export interface RowContext {
   guard: CustomerGuard | undefined;
   /** How an upsert finds its customers (the index, a scan, or a search by name). */
   finder: CustomerFinder | undefined;
+  /** Searches by the more selective of a person's names, shared per import. */
+  names: NameSearch | undefined;
   log: Logger;
 }
 

@@ -15,6 +15,7 @@ import { createImportStore, type ImportStore } from './store/importStore.js';
 import { createCustomerIndex, type CustomerIndex } from './customers/customerIndex.js';
 import { createCustomerGuard } from './customers/guard.js';
 import { createCustomerFinder } from './customers/finder.js';
+import { createNameSearch } from './customers/nameSearch.js';
 
 /**
  * The long-lived things one subsync process holds, assembled from the
@@ -112,6 +113,7 @@ export function startWorkers(
   const api = openApi(runtime, options.apiUrl, budget);
   // What the worker's rows read of the service's customers (the index, its deltas and scans) draws from the same budget.
   const refresh = { api, budget, index: runtime.customers, redis: runtime.redis, prefix: runtime.config.queuePrefix };
+  const names = createNameSearch(runtime.redis, runtime.config.queuePrefix);
   // A worker holds its own connections (BullMQ duplicates for blocking reads).
   const rows = startRowWorker({
     connection: runtime.redis,
@@ -125,7 +127,8 @@ export function startWorkers(
     logger: runtime.logger,
     backoff: options.backoff,
     lockMs: runtime.config.jobLockMs,
-    guard: createCustomerGuard({ index: runtime.customers, store: runtime.store, refresh }),
+    guard: createCustomerGuard({ index: runtime.customers, store: runtime.store, refresh, names }),
+    names,
     finder: createCustomerFinder({ redis: runtime.redis, prefix: runtime.config.queuePrefix, index: runtime.customers, refresh }),
   });
   const control =

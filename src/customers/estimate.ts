@@ -9,7 +9,7 @@ import type { ApiClient } from '../api/client.js';
 import type { JobName } from '../outcomes.js';
 import { SEARCH_PAGE_SIZE } from '../policy.js';
 import type { CustomerIndex, IndexMeta } from './customerIndex.js';
-import { digestOf } from './identity.js';
+import { digestOf, normalizeText, type Person } from './identity.js';
 import { currentIndex, type RefreshDeps } from './refresh.js';
 import { searchPage } from './search.js';
 
@@ -36,6 +36,8 @@ interface Pending {
 }
 
 const LOOKUP_BATCH = 1000;
+/** Distinct names an estimate keeps count of; past it the estimate says "at least". */
+const MAX_NAMES = 1_000_000;
 
 /**
  * Collects the valid rows of a file (`add`), looking their keys up in the
@@ -47,6 +49,7 @@ export function createEstimator(input: { index: CustomerIndex | undefined; refre
   const pending: Pending[] = [];
   const counts = { creates: 0, exist: 0, guarded: 0, upsertKnown: 0, upsertNew: 0, updates: 0, cards: 0 };
   const notes: string[] = [];
+  const names = new Set<string>();
 
   async function open(): Promise<void> {
     if (!input.index) return;
@@ -70,7 +73,7 @@ export function createEstimator(input: { index: CustomerIndex | undefined; refre
 
   return {
     /** One valid row: its job, and the keys it is found by (identity for a create, the match value for an upsert). */
-    async add(name: JobName, identityKey: string | undefined, matchKey: string | undefined): Promise<void> {
+    async add(name: JobName, identityKey: string | undefined, matchKey: string | undefined, person?: Pick<Person, 'FirstName' | 'LastName'>): Promise<void> {
       if (name === 'customer.update') {
         counts.updates++;
         return;
@@ -80,6 +83,8 @@ export function createEstimator(input: { index: CustomerIndex | undefined; refre
         return;
       }
       pending.push({ name, identity: identityKey === undefined ? undefined : digestOf(identityKey), match: matchKey === undefined ? undefined : digestOf(matchKey) });
+      // Without an index, each distinct name is searched once per import (its first page, at least).
+      if (person && names.size < MAX_NAMES) for (const n of [person.FirstName, person.LastName]) if (normalizeText(n) !== '') names.add(normalizeText(n));
       if (pending.length >= LOOKUP_BATCH) {
         await (ready ??= open());
         await lookUp(pending.splice(0));
@@ -112,11 +117,11 @@ export function createEstimator(input: { index: CustomerIndex | undefined; refre
           notes.push('no current customer index: the first rows build it by paging every customer; which rows exist is known only then');
         } else {
           strategy = 'search';
-          searches += finding;
+          searches += Math.min(finding * 2, Math.max(names.size, 1));
           notes.push(
             scanPages === undefined
-              ? 'no customer index and no SUBSYNC_API_URL: each row that must find its customer searches by name (a request or more each)'
-              : 'no customer index, and paging every customer costs more: each row searches by name (a request or more each; common names more)',
+              ? 'no customer index and no SUBSYNC_API_URL: the rows that must find their customers search by name, each distinct name once (a page or more each)'
+              : 'no customer index, and paging every customer costs more: the rows search by name, each distinct name once (a page each, common names more)',
           );
         }
       }

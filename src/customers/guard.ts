@@ -21,7 +21,7 @@ import type { CustomerIndex } from './customerIndex.js';
 import { identityKey, normalizeText, type Person } from './identity.js';
 import type { IndexMeta } from './customerIndex.js';
 import { buildIfCheaper, currentIndex, type RefreshDeps } from './refresh.js';
-import { searchPage } from './search.js';
+import type { NameSearch } from './nameSearch.js';
 
 /** How old the index may be for a create to trust that a person is absent: a delta read is cheap, but not free. */
 export const INDEX_FRESH_MS = 30_000;
@@ -55,7 +55,7 @@ export interface CustomerGuard {
 
 const same = (person: Person, customer: Customer): boolean => identityKey(person) === identityKey(customer);
 
-export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportStore; refresh: RefreshDeps; now?: () => number }): CustomerGuard {
+export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportStore; refresh: RefreshDeps; names: NameSearch; now?: () => number }): CustomerGuard {
   const now = deps.now ?? Date.now;
 
   async function claimantEntry(claimant: string): Promise<LedgerEntry | undefined> {
@@ -66,8 +66,12 @@ export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportS
 
   // Per import, once per process: whether building the index beats searching for its rows.
   const decisions = new Map<string, Promise<IndexMeta | undefined>>();
-  /** Who holds the identity, by an index current as of `after`, else by a search of the service. */
-  async function holdersAsOf(person: Person, api: Pick<ApiClient, 'searchCustomers'>, importId: string, after: number): Promise<string[]> {
+  /**
+   * Who holds the identity, by an index current as of `after`, else by a
+   * search of the service (`fresh`: read now, not the import's shared one).
+   */
+  async function holdersAsOf(person: Person, api: Pick<ApiClient, 'searchCustomers'>, importId: string, asOf: { after: number; fresh: boolean }): Promise<string[]> {
+    const { after } = asOf;
     // The requests count for the row that made them (its import's figures).
     const refresh = { ...deps.refresh, api };
     const meta = (await currentIndex(refresh, after)) ?? (await decideBuild(importId, after, refresh));
@@ -75,14 +79,10 @@ export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportS
       const [ids = []] = await deps.index.lookup(meta, 'i', [identityKey(person)]);
       return ids;
     }
-    // No index: the service itself, by the longer of the two names (the more telling, as a rule).
-    const text = (normalizeText(person.LastName).length >= normalizeText(person.FirstName).length ? person.LastName : person.FirstName).trim();
-    const found: string[] = [];
-    for (let skip = 0; ; skip += SEARCH_PAGE_SIZE) {
-      const page = await searchPage({ api, budget: deps.refresh.budget }, { contains: text, skip, take: SEARCH_PAGE_SIZE });
-      for (const customer of page.Customers) if (same(person, customer)) found.push(customer.CustomerID);
-      if (page.Customers.length < SEARCH_PAGE_SIZE || skip + SEARCH_PAGE_SIZE >= page.TotalItemCount) return found;
-    }
+    // No index: the service itself, by the more selective of the two names; before a create the
+    // search is the import's, shared; a read-back searches afresh.
+    const found = await deps.names.customersLike(importId, person, { api, budget: deps.refresh.budget }, { fresh: asOf.fresh });
+    return found.filter((customer) => same(person, customer)).map((customer) => customer.CustomerID);
   }
 
   async function decideBuild(importId: string, after: number, refresh: RefreshDeps): Promise<IndexMeta | undefined> {
@@ -114,8 +114,8 @@ export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportS
       }
     },
 
-    holders: (person, api, importId) => holdersAsOf(person, api, importId, now() - INDEX_FRESH_MS),
-    readBack: (person, api, importId) => holdersAsOf(person, api, importId, now()),
+    holders: (person, api, importId) => holdersAsOf(person, api, importId, { after: now() - INDEX_FRESH_MS, fresh: false }),
+    readBack: (person, api, importId) => holdersAsOf(person, api, importId, { after: now(), fresh: true }),
 
     async created(customer, person, claimant) {
       await deps.index.remember([customer]);

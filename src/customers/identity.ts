@@ -18,7 +18,7 @@
 import { createHash } from 'node:crypto';
 
 /** Zero-width and directional characters, the BOM and the soft hyphen: never part of a name or an address. */
-const INVISIBLE = /[\u00AD\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/g;
+export const INVISIBLE = /[\u00AD\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/g;
 const SPACES = /[\s\u00A0\u2007\u202F]+/g;
 
 /** A name or any text field as compared: NFC, invisible characters dropped, spaces collapsed, trimmed, lower-case. */

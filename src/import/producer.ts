@@ -344,7 +344,8 @@ async function validateAll(
       if (estimator) {
         const creates = name === 'customer.create' || name === 'signup' || name === 'customer.upsert';
         const matchKey = name === 'customer.upsert' && options.match ? fieldKey(options.match, cellOf(plan, csvRow.cells, options.match) ?? '') : undefined;
-        await estimator.add(name, creates ? identityKey(personOf(plan, csvRow.cells)) : undefined, matchKey);
+        const person = creates ? personOf(plan, csvRow.cells) : undefined;
+        await estimator.add(name, person ? identityKey(person) : undefined, matchKey, person);
       }
       if (collectOffers) {
         const code = cellOf(plan, csvRow.cells, 'Subscription.OfferCode');

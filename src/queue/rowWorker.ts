@@ -13,6 +13,7 @@ import { SUCCESS_STATUSES, type ImportKind, type JobName } from '../outcomes.js'
 import { observeRetry, observeRowSettled } from '../metrics.js';
 import { NO_FIGURES, isSettled, type ImportRecord, type ImportStore, type LedgerEntry, type RunFigures } from '../store/importStore.js';
 import type { CustomerFinder } from '../customers/finder.js';
+import type { NameSearch } from '../customers/nameSearch.js';
 import type { CustomerGuard } from '../customers/guard.js';
 import type { ApiBudget } from './budget.js';
 import { coalesce, Slots } from './coalesce.js';
@@ -53,6 +54,8 @@ export interface RowWorkerOptions {
   guard?: CustomerGuard;
   /** How upserts find their customers. */
   finder?: CustomerFinder;
+  /** Searches by name, shared per import (when there is no index to ask). */
+  names?: NameSearch;
 }
 
 /** The column plan of an import, rebuilt from its record (the producer validated it). */
@@ -187,6 +190,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       },
       guard,
       finder: options.finder,
+      names: options.names,
       get log() {
         return run.log();
       },

@@ -321,9 +321,9 @@ export function createImportStore(redis: RedisClient, prefix: string) {
       if (digests.length > 0) await redis.sadd(keys.matchDigests(importId), ...digests);
     },
 
-    /** Deletes what finding an upsert's customers kept (match digests, plan, records read): the import has settled. */
+    /** Deletes what finding an import's customers kept (match digests, plan, records and name searches read): the import has settled. */
     async forgetFinding(importId: string): Promise<void> {
-      await redis.unlink(keys.matchDigests(importId), keys.findPlan(importId), keys.foundRecords(importId));
+      await redis.unlink(keys.matchDigests(importId), keys.findPlan(importId), keys.foundRecords(importId), keys.nameSearches(importId));
     },
 
     /** Rows with a ledger entry so far (all of them once the import is enqueued). */
