@@ -31,6 +31,7 @@ export interface ImportFlags {
   allOrNothing?: boolean;
   allowDuplicates?: boolean;
   sendEmptyPasswords?: boolean;
+  acceptMisdecodedText?: boolean;
   json?: boolean;
 }
 
@@ -61,6 +62,7 @@ export function register(program: Command): void {
     .option('--all-or-nothing', 'enqueue nothing if any row is invalid')
     .option('--allow-duplicates', 'send rows about a person the service or an earlier row already holds (by default they settle as exists or duplicate)')
     .option('--send-empty-passwords', 'let an update file without a Password column send passwords empty (the service replaces the whole record)')
+    .option('--accept-misdecoded-text', 'take text that looks like UTF-8 read as Windows-1252 and saved again (Ã« for ë) as written')
     .option('--json', 'one JSON object per line instead of text')
     .action(async (file: string, flags: ImportFlags) => {
       await withRuntime((runtime) => runImport(runtime, file, flags));
@@ -90,6 +92,7 @@ export async function runImport(runtime: Runtime, file: string, flags: ImportFla
       allOrNothing: flags.allOrNothing,
       allowDuplicates: flags.allowDuplicates,
       sendEmptyPasswords: flags.sendEmptyPasswords,
+      acceptMisdecodedText: flags.acceptMisdecodedText,
     },
     {
       store: runtime.store,

@@ -560,7 +560,7 @@ function cellProblems(plan: ColumnPlan, cells: Cells, options: RowOptions): Cell
 
 /** Why `value` looks like text a program misread, or undefined. */
 function misdecodedText(value: string): string | undefined {
-  const unless = '(if it is meant as written, import with the option that accepts misdecoded text)';
+  const unless = '(if it is meant as written, import with --accept-misdecoded-text)';
   if (value.includes('\uFFFD')) {
     return (
       `${show(value)} holds U+FFFD, the character a program writes where it could not read one, so the original letter is lost: ` +

@@ -71,6 +71,8 @@ export interface ImportRequest {
    * unless this says it is meant (`--send-empty-passwords`).
    */
   sendEmptyPasswords?: boolean;
+  /** Text that looks like UTF-8 read as Windows-1252 and saved again is meant as written (`--accept-misdecoded-text`). */
+  acceptMisdecodedText?: boolean;
 }
 
 export interface OfferCheck {
@@ -130,7 +132,7 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
   // planColumns refuses a --match that is not a customer column of this file.
   const plan = planColumns({ file, kind, headers, map, match: request.match });
   const match = request.match === undefined ? undefined : resolvePath('customers', request.match.trim());
-  const options: RowOptions = { expiryFormat: request.expiryFormat ?? 'MMYY', match };
+  const options: RowOptions = { expiryFormat: request.expiryFormat ?? 'MMYY', match, ...(request.acceptMisdecodedText ? { acceptMisdecodedText: true } : {}) };
   if (!request.sendEmptyPasswords) await refuseBlankedPasswords(file, plan, match);
   const secretColumns = secretColumnIndexes(plan);
   if (secretColumns.length > 0 && !deps.keyring && !request.dryRun) {

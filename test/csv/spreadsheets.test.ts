@@ -155,7 +155,7 @@ describe('2. text misdecoded by a spreadsheet is refused row by row', () => {
     expect(errors[0]?.message).toBe(
       'row 1 (spreadsheet row 2, line 2), column "FirstName": "ZoÃ«" looks like UTF-8 text read as Windows-1252 and saved again ("Ã«" was "ë"): ' +
         'open the original file as UTF-8 (Excel: Data > From Text/CSV, File Origin "65001: Unicode (UTF-8)") and save it as "CSV UTF-8" ' +
-        '(if it is meant as written, import with the option that accepts misdecoded text) (rule: misdecoded-text)',
+        '(if it is meant as written, import with --accept-misdecoded-text) (rule: misdecoded-text)',
     );
     expect(errors[2]?.message).toContain('("â€™" was "’")');
   });
