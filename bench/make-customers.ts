@@ -44,7 +44,7 @@ export const COLUMNS = [
 ] as const;
 
 /** mulberry32: a small, fast, seeded generator (the same seed, the same file). */
-function random(seed: number): () => number {
+export function random(seed: number): () => number {
   let state = seed >>> 0;
   return () => {
     state = (state + 0x6d2b79f5) >>> 0;

@@ -3,15 +3,16 @@
  * HTTP for common names, rare names and the empty search paged deep, and the
  * duplicates check.
  *
- *   npm run build && node --expose-gc dist/src/sandbox/measure.js [CUSTOMERS=1000000] [REQUESTS=300]
+ *   npm run build && node --expose-gc dist/bench/sandboxSearch.js [CUSTOMERS=1000000] [REQUESTS=300]
  *
  * Prints one line per figure. Deterministic customers (population seed 1);
  * the pages asked for are drawn from a fixed seed too.
  */
 import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
-import { COMMON_SURNAMES, FIRST_NAMES, RARE_SURNAMES } from './population.js';
-import { startSandbox, type Sandbox } from './server.js';
+import { COMMON_SURNAMES, FIRST_NAMES, RARE_SURNAMES } from '../src/sandbox/population.js';
+import { startSandbox, type Sandbox } from '../src/sandbox/server.js';
+import { random as seededRandom } from './make-customers.js';
 
 const SearchAnswerSchema = z.object({ TotalItemCount: z.number(), Customers: z.array(z.object({ CustomerID: z.string() })) });
 
@@ -108,17 +109,6 @@ function describe(millis: readonly number[]): string {
   const sorted = [...millis].sort((a, b) => a - b);
   const at = (q: number): string => (sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0).toFixed(2);
   return `n ${sorted.length}, p50 ${at(0.5)} ms, p95 ${at(0.95)} ms, max ${(sorted[sorted.length - 1] ?? 0).toFixed(2)} ms`;
-}
-
-function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** Runs a full collection when node was started with --expose-gc, so RSS reflects what is kept. */
