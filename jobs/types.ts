@@ -9,7 +9,7 @@ import type { ApiBudget } from '../src/queue/budget.js';
 import type { RowStatus } from '../src/outcomes.js';
 
 /**
- * What a row processor receives (STYLE habit 7): the row, its collaborators,
+ * What a row processor receives: the row, its collaborators,
  * and the ledger's word on earlier attempts. No BullMQ in sight, so a
  * processor is testable with nothing but a client and a sandbox.
  */

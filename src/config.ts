@@ -1,5 +1,5 @@
 /**
- * Configuration from the environment, parsed once (STYLE habit 6).
+ * Configuration from the environment, parsed once.
  *
  * `loadConfig(env)` is the only place in subsync that reads environment
  * variables: everything else receives a {@link Config}. Every variable is

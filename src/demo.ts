@@ -16,7 +16,7 @@ import { waitForExport } from './cli/export.js';
 import { enqueueExport } from './export/job.js';
 
 /**
- * The end-to-end demo (DESIGN section 8): the in-process sandbox and a worker,
+ * The end-to-end demo: the in-process sandbox and a worker,
  * every file in samples/ imported through Redis, a table of outcomes per file
  * and where the results are, then an export of every customer. Needs only Redis. Its queue keys live under a
  * prefix of their own and are removed at the end; the results files stay.

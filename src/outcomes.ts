@@ -1,5 +1,5 @@
 /**
- * Row outcomes (DESIGN section 3): every row of an import ends as exactly one
+ * Row outcomes: every row of an import ends as exactly one
  * of these. The glossary:
  * - created: a customer was created by POST /json/customers;
  * - updated: an existing customer or payment method was replaced by PUT;
@@ -32,10 +32,10 @@ export const PROBLEM_STATUSES: ReadonlySet<RowStatus> = new Set(['invalid', 'fai
 
 export const isRowStatus = (value: string): value is RowStatus => (ROW_STATUSES as readonly string[]).includes(value);
 
-/** The three kinds of CSV file (DESIGN section 2). */
+/** The three kinds of CSV file. */
 export const IMPORT_KINDS = ['customers', 'signups', 'cards'] as const;
 export type ImportKind = (typeof IMPORT_KINDS)[number];
 
-/** The row job names of the rows queue (DESIGN section 1). */
+/** The row job names of the rows queue. */
 export const JOB_NAMES = ['customer.create', 'customer.update', 'customer.upsert', 'signup', 'paymentMethod.update'] as const;
 export type JobName = (typeof JOB_NAMES)[number];

@@ -53,10 +53,10 @@ export interface ApiCall {
 }
 
 /**
- * A typed client for the seven endpoints of api-interface.md on one undici
+ * A typed client for the seven endpoints of the service's interface on one undici
  * keep-alive pool. It never retries: a failure is thrown once as an ApiError
  * that says whether it is transient and whether it may have been applied, and
- * the job that called decides (DESIGN section 4).
+ * the job that called decides.
  */
 export interface ApiClient {
   searchCustomers(query: SearchQuery): Promise<SearchCustomersResponse>;

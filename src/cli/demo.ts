@@ -1,6 +1,6 @@
 /**
  * `subsync demo`: the in-process sandbox, a worker, the files in samples/, an
- * export; prints where the results are. Needs only Redis (DESIGN section 8).
+ * export; prints where the results are. Needs only Redis.
  */
 import type { Command } from 'commander';
 

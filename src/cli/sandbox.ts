@@ -1,5 +1,5 @@
 /**
- * `subsync sandbox`: the in-memory service of DESIGN section 7, with switchable
+ * `subsync sandbox`: the in-memory service, with switchable
  * faults, for operators rehearsing and for trying subsync without the real
  * service. Runs until SIGINT / SIGTERM.
  */

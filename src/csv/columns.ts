@@ -1,5 +1,5 @@
 /**
- * The header contract (DESIGN section 2): which columns each kind of file may
+ * The header contract: which columns each kind of file may
  * have, which it must have, how `--map FILE` renames an operator's own
  * columns, and how the kind of a file is decided.
  *
@@ -60,7 +60,7 @@ export interface ColumnPlan {
   index: ReadonlyMap<string, number>;
 }
 
-/** The card number's and the CVC's field names (payment-card data, DESIGN section 6). */
+/** The card number's and the CVC's field names (payment-card data). */
 const [ACCOUNT_NUMBER, CV_CODE] = CARD_SECRET_FIELDS;
 
 /** The key of a stored payment method: the path parameter of a card update. */

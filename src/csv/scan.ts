@@ -1,8 +1,7 @@
 /**
  * A fast check of a CSV file's bytes, made before any row is queued, so the
- * producer can parse the file once instead of twice (DESIGN section 2: a
- * malformed record anywhere rejects the whole file before anything is
- * enqueued).
+ * producer can parse the file once instead of twice (a malformed record
+ * anywhere rejects the whole file before anything is enqueued).
  *
  * It walks the RFC 4180 quoting at byte level, with none of csv-parse's
  * per-record work, and answers one question: could csv-parse, with the

@@ -1,5 +1,5 @@
 /**
- * Who may use the dashboard (DESIGN section 9), and protection of its forms
+ * Who may use the dashboard, and protection of its forms
  * against cross-site requests.
  *
  * - With a token (SUBSYNC_DASHBOARD_TOKEN), every route needs either the

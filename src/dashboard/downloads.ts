@@ -5,7 +5,7 @@ import { stringify } from 'csv-stringify';
 import { escapeFormula } from '../results/formula.js';
 
 /**
- * A results file made safe to open in a spreadsheet (DESIGN section 6):
+ * A results file made safe to open in a spreadsheet:
  * every cell quoted and passed through `escapeFormula`. The files on disk
  * stay as written (they are meant to be imported again); only what the
  * dashboard hands a person is escaped. Streamed: memory stays flat however

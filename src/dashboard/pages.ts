@@ -83,7 +83,7 @@ ${run.manifestFile ? html`<a href="/exports/${run.manifestFile}" download>${run.
     const file = exportPath(runtime.config.dataDir, name);
     const info = file === undefined ? undefined : await stat(file).catch(() => undefined);
     if (file === undefined || !info?.isFile()) return reply.code(404).type('text/plain').send(`no export ${name}\n`);
-    // Export files are written escaped and quoted by the export itself (DESIGN section 5): handed out as they are.
+    // Export files are written escaped and quoted by the export itself: handed out as they are.
     return reply.type(contentTypeOf(name)).header('content-disposition', `attachment; filename="${name}"`).send(createReadStream(file));
   });
 

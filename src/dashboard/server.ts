@@ -1,5 +1,5 @@
 /**
- * The retry dashboard (DESIGN section 9): server-rendered pages on fastify,
+ * The retry dashboard: server-rendered pages on fastify,
  * bull-board at /queues, Prometheus at /metrics, every route behind
  * SUBSYNC_DASHBOARD_TOKEN when it is set (src/dashboard/auth.ts).
  *

@@ -1,5 +1,5 @@
 /**
- * The export control job (DESIGN section 5): pages every customer (pager.ts),
+ * The export control job: pages every customer (pager.ts),
  * assembles the spooled pages in page order into one de-duplicated file
  * (writer.ts), writes its manifest, prunes past `--keep`, and cleans up. A run
  * that is killed or fails is resumed by the job's next run from the pages

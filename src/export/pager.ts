@@ -1,5 +1,5 @@
 /**
- * Pages every customer out of `GET /json/customers` (DESIGN section 5), with
+ * Pages every customer out of `GET /json/customers`, with
  * offset paging made trustworthy:
  *
  * 1. A listing's first page gives TotalItemCount; its other pages are read

@@ -1,6 +1,6 @@
 /**
- * What an export is asked to do, as its control job carries it (DESIGN
- * section 5). The glossary of the export modules:
+ * What an export is asked to do, as its control job carries it. The glossary
+ * of the export modules:
  * - listing: one search (`contains`) paged with skip/take; an export has one
  *   (contains empty) or, when the service refuses an empty search, one per
  *   character of EXPORT_DEFAULTS.partitionAlphabet (partitioned);

@@ -1,11 +1,11 @@
 /**
- * The export's files (DESIGN section 5): `customers-<UTC stamp>.csv` or
+ * The export's files: `customers-<UTC stamp>.csv` or
  * `.jsonl`, optionally `.gz`, and `customers-<UTC stamp>.manifest.json`
  * beside it; and pruning past `--keep N`.
  *
- * - CSV: a header row of every customer field of api-interface.md 2.1,
+ * - CSV: a header row of every customer field of the service's interface,
  *   CustomerID first; every cell quoted (empty ones too) and passed through
- *   `escapeFormula` (DESIGN section 6), since people open exports in
+ *   `escapeFormula`, since people open exports in
  *   spreadsheets (the importer undoes the escape, so an export dropped back
  *   as an update file stores the values it shows); UTF-8 with a BOM, so that
  *   a spreadsheet reads it as UTF-8 (`bom: false` for machine consumers), LF

@@ -5,7 +5,7 @@ import type { StoreKeys } from '../store/keys.js';
 import { luaScript } from '../store/script.js';
 
 /**
- * The one API budget of the whole fleet (DESIGN section 1), kept in Redis so
+ * The one API budget of the whole fleet, kept in Redis so
  * every process on every machine draws from it: row jobs and export pages.
  *
  * It is a reservation clock (GCRA without burst): each request reserves the

@@ -47,7 +47,7 @@ function clusterNode(url: string): { node: { host: string; port: number }; redis
 }
 
 /**
- * Checks the Redis at start (DESIGN section 8): reachable, `maxmemory-policy
+ * Checks the Redis at start: reachable, `maxmemory-policy
  * noeviction` (BullMQ loses jobs under eviction: refused), and persistence
  * (warned about when off: a restart then loses every queue and ledger).
  * Returns the warnings. A managed Redis that forbids CONFIG is let through

@@ -1,5 +1,5 @@
 /**
- * The folders a file travels through (DESIGN section 3), and the moves
+ * The folders a file travels through, and the moves
  * between them. The folders are the watcher's state: where a file lies says
  * how far it got, so a restart picks up from there.
  *

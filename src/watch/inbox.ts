@@ -1,5 +1,5 @@
 /**
- * The inbox watcher (`subsync watch`, DESIGN sections 3 and 6): takes files
+ * The inbox watcher (`subsync watch`): takes files
  * dropped into the inbox once they are complete, imports each once, and moves
  * it on when its import settles.
  *
@@ -57,7 +57,7 @@ const PRIVATE_MODE = 0o600;
 const ERROR_SUFFIX = '.error.txt';
 const DAY_MS = 86_400_000;
 
-/** Kinds whose files hold card numbers (DESIGN section 6). */
+/** Kinds whose files hold card numbers. */
 const CARD_KINDS: ReadonlySet<ImportKind> = new Set(['signups', 'cards']);
 
 export interface WatcherOptions {

@@ -1,5 +1,5 @@
 /**
- * Scale-out (issue 7): three `subsync worker` processes on one Redis share the
+ * Scale-out: three `subsync worker` processes on one Redis share the
  * rows, run each row once, and hold SUBSYNC_RATE for the fleet as a whole.
  */
 import { randomUUID } from 'node:crypto';

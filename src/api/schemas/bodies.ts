@@ -5,7 +5,7 @@ import { CreditCardInfoSchema, CreditCardSchema } from './creditCard.js';
 import { SubscriptionSchema } from './subscription.js';
 import { OfferSchema } from './offer.js';
 
-// Request and response bodies of the seven endpoints (api-interface.md section 4).
+// Request and response bodies of the seven endpoints (the service's interface).
 // Responses are parsed loosely (an extra member from the service is tolerated);
 // requests strictly (subsync never sends a member the interface does not show).
 

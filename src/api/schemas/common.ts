@@ -2,7 +2,7 @@ import { z } from 'zod';
 
 /**
  * Every successful response carries `Message`, a string holding the service's
- * success indicator (api-interface.md section 7). Its failure values are not
+ * success indicator (the service's interface). Its failure values are not
  * shown, so the schema only insists that it is a string.
  */
 export const MessageSchema = z.string();

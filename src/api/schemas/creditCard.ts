@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { Text } from './common.js';
 
-/** Credit card fields shared by sign-up and payment-method update (api-interface.md 2.2). */
+/** Credit card fields shared by sign-up and payment-method update (the service's interface). */
 const cardFields = {
   AccountNumber: Text,
   CVCode: Text,

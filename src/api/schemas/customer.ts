@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { NumericTextSchema, Text } from './common.js';
 
 /**
- * The fields every customer shape shares (api-interface.md section 2.1), in
+ * The fields every customer shape shares (the service's interface), in
  * the order the interface lists them. All strings; MobileNumber may be null.
  */
 const personFields = {

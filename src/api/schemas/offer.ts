@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { Text } from './common.js';
 
-/** One priced item of a price plan (api-interface.md 2.4). Amount: up to four decimal places. */
+/** One priced item of a price plan (the service's interface). Amount: up to four decimal places. */
 export const PricePlanItemSchema = z.object({
   ProductName: Text,
   PricePlanItemTypeCode: Text,

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { Text } from './common.js';
 
-/** One provisioning value of a subscription item (api-interface.md 2.3). */
+/** One provisioning value of a subscription item (the service's interface). */
 export const ProductFieldSchema = z.strictObject({ ProductFieldCode: Text, Value: Text });
 export type ProductField = z.infer<typeof ProductFieldSchema>;
 
