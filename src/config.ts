@@ -36,6 +36,8 @@ export interface Config {
   concurrency: number;
   /** SUBSYNC_DATA_DIR as an absolute path (inbox, processing, done, failed, results, exports). Default `./var`. */
   dataDir: string;
+  /** SUBSYNC_CSV_BOM: results.csv, errors.csv and CSV exports start with a UTF-8 BOM (spreadsheets then read them as UTF-8). Default true. */
+  csvBom: boolean;
   /** SUBSYNC_CARD_KEY: the 32-byte AES-256-GCM key for card fields at rest; unset refuses card imports (except against the sandbox). */
   cardKey?: Buffer;
   /** SUBSYNC_CARD_KEY_ID: a short id stored beside each ciphertext, so keys can be rotated. Default `k1`. */
@@ -133,6 +135,13 @@ export const CONFIG_VARIABLES: readonly ConfigVariable[] = [
     default: './var',
     description: 'Folder for inbox, processing, done, failed, results and exports.',
     expected: 'a directory path',
+    secret: false,
+  },
+  {
+    name: 'SUBSYNC_CSV_BOM',
+    default: 'true',
+    description: 'Start results.csv, errors.csv and CSV exports with a UTF-8 BOM, so spreadsheets read them as UTF-8; false for machine consumers.',
+    expected: 'true or false',
     secret: false,
   },
   {
@@ -300,6 +309,10 @@ const EnvSchema = z.object({
     .string()
     .default('./var')
     .transform((dir) => path.resolve(dir)),
+  SUBSYNC_CSV_BOM: z
+    .enum(['true', 'false', '1', '0', 'yes', 'no'])
+    .default('true')
+    .transform((flag) => flag === 'true' || flag === '1' || flag === 'yes'),
   SUBSYNC_CARD_KEY: z
     .string()
     .regex(/^[0-9a-fA-F]{64}$/)
@@ -386,6 +399,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rate: e.SUBSYNC_RATE,
     concurrency: e.SUBSYNC_CONCURRENCY,
     dataDir: e.SUBSYNC_DATA_DIR,
+    csvBom: e.SUBSYNC_CSV_BOM,
     cardKey: e.SUBSYNC_CARD_KEY,
     cardKeyId: e.SUBSYNC_CARD_KEY_ID,
     dashboardToken: e.SUBSYNC_DASHBOARD_TOKEN,

@@ -144,6 +144,7 @@ export function startWorkers(
           dataDir: runtime.config.dataDir,
           logger: runtime.logger,
           customers: runtime.customers,
+          csvBom: runtime.config.csvBom,
         });
   // Closing a worker lets its active jobs finish; the API client closes after.
   runtime.adopt(async () => {

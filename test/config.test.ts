@@ -27,6 +27,7 @@ describe('loadConfig', () => {
       rate: undefined,
       concurrency: DEFAULT_CONCURRENCY,
       dataDir: path.resolve('./var'),
+      csvBom: true,
       cardKey: undefined,
       cardKeyId: 'k1',
       dashboardToken: undefined,

@@ -49,6 +49,8 @@ export interface ExportDeps {
   logger: Logger;
   /** The customer index: an export that reads every customer in one run rebuilds it. */
   customers?: CustomerIndex;
+  /** SUBSYNC_CSV_BOM: a CSV export starts with a UTF-8 BOM. Default true. */
+  csvBom?: boolean;
 }
 
 /** The job's return value, kept by BullMQ as its result. */
@@ -152,7 +154,7 @@ export async function runExport(input: {
     backoff: DEFAULT_BACKOFF,
     ...input.pager,
   };
-  const file = { dir: outDir, name: exportFileName(record.base, record.format, record.gzip), format: record.format, gzip: record.gzip };
+  const file = { dir: outDir, name: exportFileName(record.base, record.format, record.gzip), format: record.format, gzip: record.gzip, bom: deps.csvBom };
   // A run that reads every page itself rebuilds the customer index on the way (a resumed run has not seen them all).
   const rebuild = deps.customers && record.pagesDone === 0 ? await indexRebuild(deps.customers, log) : undefined;
   let sink = await openExportFile(file);

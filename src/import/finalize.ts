@@ -17,7 +17,7 @@ export const resultsDirOf = (dataDir: string, importId: string): string => path.
  * on any machine can do it. A stale round (a retry reopened rows since) is
  * skipped: the round that settles last writes the files.
  */
-export async function finalizeImport(input: { store: ImportStore; queues: Queues; importId: string; round: number; dataDir: string; logger: Logger }): Promise<ResultFiles | undefined> {
+export async function finalizeImport(input: { store: ImportStore; queues: Queues; importId: string; round: number; dataDir: string; logger: Logger; bom?: boolean }): Promise<ResultFiles | undefined> {
   const { store, importId, round } = input;
   const record = await store.getImport(importId);
   if (!record || record.total === undefined || record.round !== round) return undefined;
@@ -54,6 +54,7 @@ export async function finalizeImport(input: { store: ImportStore; queues: Queues
 
   const files = await writeImportResults({
     dir: resultsDirOf(input.dataDir, importId),
+    bom: input.bom,
     headers: record.headers,
     secretColumns: { cardNumber, cvc },
     rows: rows(),

@@ -23,6 +23,8 @@ export interface ControlDeps {
   logger: Logger;
   /** The customer index: a full export rebuilds it. */
   customers?: CustomerIndex;
+  /** SUBSYNC_CSV_BOM: results and CSV exports start with a UTF-8 BOM. Default true. */
+  csvBom?: boolean;
 }
 
 /** One handler per control job name; the job's return value is kept as its result. */
@@ -30,7 +32,7 @@ export type ControlHandler = (job: Job, deps: ControlDeps) => Promise<unknown>;
 
 const finalize: ControlHandler = async (job, deps) => {
   const { importId, round } = FinalizeJobDataSchema.parse(job.data);
-  const files = await finalizeImport({ store: deps.store, queues: deps.queues, importId, round, dataDir: deps.dataDir, logger: deps.logger });
+  const files = await finalizeImport({ store: deps.store, queues: deps.queues, importId, round, dataDir: deps.dataDir, logger: deps.logger, bom: deps.csvBom });
   return files?.dir ?? 'stale round';
 };
 

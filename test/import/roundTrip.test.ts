@@ -43,3 +43,18 @@ describe('an export, edited in a spreadsheet and dropped back', () => {
     expect(after).toEqual(before.map((c) => (c.LastName === 'Me' ? { ...c, City: 'Grenoble' } : c)));
   });
 });
+
+describe('SUBSYNC_CSV_BOM=false', () => {
+  it('leaves the BOM out of results, errors and CSV exports, for machine consumers', async () => {
+    pipeline = await startPipeline({ config: { csvBom: false } });
+    const file = `${pipeline.dataDir}/plain.csv`;
+    await writeFile(file, 'FirstName,LastName\nPlain,Text\n,Nameless\n');
+    const { store, queues, keyring, logger } = pipeline.runtime;
+    const result = await importFile({ file }, { store, queues, keyring, logger });
+    if (result.outcome !== 'enqueued') throw new Error(result.outcome);
+    const status = await waitFinished(pipeline, result.importId);
+    for (const name of ['results.csv', 'errors.csv']) expect((await readFile(`${status.resultsDir ?? ''}/${name}`, 'utf8')).startsWith('FirstName,LastName,')).toBe(true);
+    const { manifest } = await exportNow(pipeline);
+    expect((await readFile(`${pipeline.dataDir}/exports/${manifest.file}`, 'utf8')).startsWith('"CustomerID",')).toBe(true);
+  });
+});
