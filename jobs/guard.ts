@@ -49,6 +49,8 @@ export async function guardCreate(ctx: RowContext, person: Person): Promise<RowO
   const holders = await guard.holders(person, ctx.api, ctx.importId);
   const [first] = holders;
   if (first === undefined) return undefined;
+  // The index answers for this person from now on: the claim goes.
+  await guard.release(person, claimantOf(ctx));
   return {
     status: 'exists',
     customerId: first,

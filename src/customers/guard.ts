@@ -51,6 +51,8 @@ export interface CustomerGuard {
   readBack(person: Person, api: Pick<ApiClient, 'searchCustomers'>, importId: string): Promise<string[]>;
   /** After a create: the index learns the customer, and the claim goes (the index answers for it now). */
   created(customer: Customer, person: Person, claimant: string): Promise<void>;
+  /** A row that found its person held lets its claim go when the index answers for that person. */
+  release(person: Person, claimant: string): Promise<void>;
 }
 
 const same = (person: Person, customer: Customer): boolean => identityKey(person) === identityKey(customer);
@@ -116,6 +118,10 @@ export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportS
 
     holders: (person, api, importId) => holdersAsOf(person, api, importId, { after: now() - INDEX_FRESH_MS, fresh: false }),
     readBack: (person, api, importId) => holdersAsOf(person, api, importId, { after: now(), fresh: true }),
+
+    async release(person, claimant) {
+      if (await deps.index.meta()) await deps.index.releaseIdentity(identityKey(person), claimant);
+    },
 
     async created(customer, person, claimant) {
       await deps.index.remember([customer]);
