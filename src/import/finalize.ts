@@ -1,6 +1,6 @@
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { secretColumnIndexes } from '../csv/rows.js';
+import { passwordColumn, secretColumnIndexes } from '../csv/rows.js';
 import type { Queues } from '../queue/queues.js';
 import { forgetCardData } from './cardData.js';
 import { isRowStatus } from '../outcomes.js';
@@ -28,6 +28,7 @@ export async function finalizeImport(input: { store: ImportStore; queues: Queues
   const card = secretColumnIndexes(plan);
   const cardNumber = card.filter((i) => /AccountNumber$/.test(plan.paths[i] ?? ''));
   const cvc = card.filter((i) => /CVCode$/.test(plan.paths[i] ?? ''));
+  const password = passwordColumn(plan);
   const endedAt = record.lastSettledAt ?? Date.now();
   const durationMs = Math.max(1, endedAt - record.createdAt);
 
@@ -55,7 +56,7 @@ export async function finalizeImport(input: { store: ImportStore; queues: Queues
   const files = await writeImportResults({
     dir: resultsDirOf(input.dataDir, importId),
     headers: record.headers,
-    secretColumns: { cardNumber, cvc },
+    secretColumns: { cardNumber, cvc, password: password === undefined ? [] : [password] },
     rows: rows(),
     summary: {
       importId,
