@@ -523,11 +523,17 @@ async function holdsCardData(file: string): Promise<boolean> {
     if (CARD_KINDS.has(kind)) return true;
     const password = kind === 'customers' ? headers.findIndex((header) => resolvePath(kind, cleanHeader(header)) === 'Password') : -1;
     if (password < 0) return false;
-    const csv = await openCsv(file);
     try {
-      for await (const row of csv.rows) if ((row.cells[password] ?? '') !== '') return true;
-    } finally {
-      csv.close();
+      const csv = await openCsv(file);
+      try {
+        for await (const row of csv.rows) if ((row.cells[password] ?? '') !== '') return true;
+      } finally {
+        csv.close();
+      }
+    } catch (error) {
+      // A file that does not parse to its end may hold a password past where it broke.
+      if (isRejection(error)) return true;
+      throw error;
     }
     return false;
   } catch (error) {
