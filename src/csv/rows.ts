@@ -710,6 +710,7 @@ export function secretValues(plan: ColumnPlan, cells: Cells): string[] {
  * is masked.
  */
 export function maskCells(plan: ColumnPlan, cells: Cells): string[] {
+  const MASKED_NUMBER = /^\*+\d{0,4}$/;
   const secret = secretPaths(plan.kind);
   const masked = [...cells];
   const misaligned = cells.length !== plan.headers.length;
@@ -725,7 +726,8 @@ export function maskCells(plan: ColumnPlan, cells: Cells): string[] {
   if (!secret) return masked;
   masked.forEach((cell, column) => {
     const path = misaligned ? undefined : plan.paths[column];
-    if (path === secret.accountNumber) masked[column] = cell.trim() === '' ? '' : maskCardNumber(cell);
+    // (A number masked already stays as it is: masking is applied again where cells are shown.)
+    if (path === secret.accountNumber) masked[column] = cell.trim() === '' ? '' : MASKED_NUMBER.test(cell.trim()) ? cell : maskCardNumber(cell);
     else if (path === secret.cvCode) masked[column] = '';
     else if (misaligned && /^\s*\d(?:[ -]?\d){11,18}\s*$/.test(cell)) masked[column] = maskCardNumber(cell);
     else if (misaligned && /^\s*\d{3,4}\s*$/.test(cell)) masked[column] = '';
