@@ -3,6 +3,7 @@ import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse } from 'csv-parse/sync';
+import { PASSWORD_MASK } from '../../src/secrets.js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ROW_STATUSES, type RowStatus } from '../../src/outcomes.js';
 import { stringify } from 'csv-stringify/sync';
@@ -173,6 +174,20 @@ describe('writeImportResults', () => {
       ['************4444', ''],
       ['*2345', ''],
     ]);
+  });
+
+  it('writes a password as ******** (an empty one empty), and _error without card-shaped digits however they are separated', async () => {
+    const rows = [
+      row(1, 'failed', ['A', 'B', '', '', '', 'hunter2'], { error: 'Card 2223.0063.3519.5263 was declined' }),
+      row(2, 'created', ['C', 'D', '', '', '', '']),
+    ];
+    const files = await writeImportResults({ dir: root, headers: HEADERS, secretColumns: { ...NO_SECRETS, password: [5] }, rows: iterate(rows), summary: summaryOf(rows) });
+    for (const file of [files.results, files.errors]) {
+      const text = await readFile(file, 'utf8');
+      expect(text).not.toContain('hunter2');
+      expect(text).toContain('Card ************5263 was declined');
+    }
+    expect((await readCsv(files.results)).slice(1).map((cells) => cells[5])).toEqual([PASSWORD_MASK, '']);
   });
 
   it('refuses secret column indexes outside the headers before writing anything', async () => {
