@@ -51,11 +51,13 @@ export const REDACTED = '[redacted]';
  * (src/queue/rowWorker.ts).
  */
 export function scrubbedError(error: Error): pino.SerializedError {
-  const serialized = pino.stdSerializers.err(error);
+  const serialized: unknown = pino.stdSerializers.err(error);
+  // Something else logged as `err` (a string, a plain object) comes back as it was: scrubbed as a copy.
+  if (typeof serialized !== 'object' || serialized === null || !(error instanceof Error)) return scrubTexts(serialized, 0) as pino.SerializedError;
   // The serialized error is pino's own fresh object: its fields are replaced, never the error's.
-  const fields = serialized as unknown as Record<string, unknown>;
+  const fields = serialized as Record<string, unknown>;
   for (const [key, value] of Object.entries(fields)) fields[key] = scrubTexts(value, 0);
-  return serialized;
+  return serialized as pino.SerializedError;
 }
 
 /** A copy of `value` with its strings scrubbed, {@link REDACT_DEPTH} levels down. */

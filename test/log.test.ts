@@ -100,6 +100,10 @@ describe('errors logged', () => {
     }
     expect(text).toContain('declined: card ************1111 (************1111)');
     expect(text).toContain('processor said ************5263');
+    // Not an error, logged as one: scrubbed all the same.
+    log.warn({ err: 'card 4111 1111 1111 1111 refused' }, 'a string');
+    log.warn({ err: { reason: 'card 4111-1111-1111-1111' } }, 'an object');
+    expect(out.text()).not.toMatch(/4111\D?1111\D?1111\D?1111/);
     // The error itself is left as it was: only what is written is scrubbed.
     expect(error.apiMessage).toBe('card 4111/1111/1111/1111');
   });
