@@ -13,8 +13,8 @@
 import pino from 'pino';
 import { scrubSecrets } from './secrets.js';
 
-/** Field names that are payment-card data, as the API spells them and as we might. */
-const CARD_FIELDS = ['AccountNumber', 'CVCode', 'cardNumber', 'cvc'] as const;
+/** Field names that are payment-card data or a customer's password, as the API spells them and as we might. */
+const CARD_FIELDS = ['AccountNumber', 'CVCode', 'cardNumber', 'cvc', 'Password', 'password'] as const;
 
 /** Deepest nesting (number of parent objects) at which card fields are redacted. */
 export const REDACT_DEPTH = 4;

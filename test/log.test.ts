@@ -80,6 +80,7 @@ describe('createLogger', () => {
     expect(REDACT_PATHS).toContain('AccountNumber');
     expect(REDACT_PATHS).toContain('*.*.*.*.CVCode');
     expect(REDACT_PATHS).toContain('req.headers.authorization');
+    expect(REDACT_PATHS).toContain('*.Password');
   });
 });
 
