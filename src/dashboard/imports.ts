@@ -301,10 +301,11 @@ ${extra.map((cell, i) => html`<tr><th class="muted">(extra cell ${i + 1})</th><t
 /**
  * Why a row did not succeed, as shown: scrubbed of card-shaped digit runs
  * (reasons are scrubbed where they are stored; a ledger written before that
- * is scrubbed here), with its candidates.
+ * is scrubbed here), with its candidates (customer ids from the service, as
+ * they are).
  */
 function reasonOf(entry: LedgerEntry): string {
-  return scrubSecrets(`${entry.e ?? ''}${entry.cand?.length ? ` (candidates: ${entry.cand.join(', ')})` : ''}`);
+  return `${scrubSecrets(entry.e ?? '')}${entry.cand?.length ? ` (candidates: ${entry.cand.join(', ')})` : ''}`;
 }
 
 /** The columns the row's error names (`column "EmailAddress"`), to mark them in the form. */

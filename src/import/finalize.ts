@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { passwordColumn, secretColumnIndexes } from '../csv/rows.js';
 import type { Queues } from '../queue/queues.js';
 import { forgetCardData } from './cardData.js';
+import { scrubSecrets } from '../secrets.js';
 import { isRowStatus } from '../outcomes.js';
 import { planOf } from '../queue/rowWorker.js';
 import { writeImportResults, type ResultFiles, type ResultRow } from '../results/writeResults.js';
@@ -48,7 +49,9 @@ export async function finalizeImport(input: { store: ImportStore; queues: Queues
         subscriptionId: entry.sid ?? '',
         paymentMethodKey: entry.pmk ?? '',
         attempts: entry.a,
-        error: `${entry.e ?? ''}${candidates}`,
+        // Reasons are scrubbed where they are stored; a ledger written before that is scrubbed here.
+        // (Not the candidates: customer ids from the service, which a long one would look like a card to.)
+        error: `${scrubSecrets(entry.e ?? '')}${candidates}`,
       };
     }
   }

@@ -27,8 +27,8 @@
  * operator wrote, a +33 phone number included; but for card data and
  * passwords, which are never written: a card number masked to its last four,
  * a CVC empty, a password as `********` (which the importer refuses, rule
- * `password-withheld`, rather than send). `_error` is scrubbed of card data
- * (src/secrets.ts).
+ * `password-withheld`, rather than send). `_error` comes scrubbed of card
+ * data (src/import/finalize.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
@@ -38,7 +38,7 @@ import type { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { maskCardNumber } from '../api/rules.js';
 import { escapeFormula } from './formula.js';
-import { PASSWORD_MASK, scrubSecrets } from '../secrets.js';
+import { PASSWORD_MASK } from '../secrets.js';
 import { PROBLEM_STATUSES, type ImportKind, type RowStatus } from '../outcomes.js';
 
 /** One settled row, as the finaliser reads it from the import's ledger. */
@@ -200,8 +200,7 @@ async function writeCsvFiles(resultsPath: string, errorsPath: string, input: Wri
     await errors.add(bom + csvRecord([...headers, ERROR_COLUMN]));
     for await (const row of rows) {
       const cells = outputCells(row.cells, headers.length, secretColumns).map(escapeFormula);
-      // Reasons were scrubbed where they were stored; a ledger written before that is scrubbed here.
-      const error = escapeFormula(scrubSecrets(row.error));
+      const error = escapeFormula(row.error);
       await results.add(csvRecord([...cells, String(row.row), row.status, row.customerId, row.subscriptionId, row.paymentMethodKey, String(row.attempts), error]));
       if (PROBLEM_STATUSES.has(row.status)) await errors.add(csvRecord([...cells, error]));
     }
