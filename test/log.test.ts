@@ -80,5 +80,32 @@ describe('createLogger', () => {
     expect(REDACT_PATHS).toContain('AccountNumber');
     expect(REDACT_PATHS).toContain('*.*.*.*.CVCode');
     expect(REDACT_PATHS).toContain('req.headers.authorization');
+    expect(REDACT_PATHS).toContain('*.Password');
+  });
+});
+
+describe('errors logged', () => {
+  it('have card-shaped digit runs scrubbed from their message, stack, causes and fields, in any form', () => {
+    const out = capture();
+    const log = createLogger({ destination: out.stream });
+    const cause = new Error('processor said 2223.0063.3519.5263');
+    const error = Object.assign(new Error(`declined: card ${PAN} (4111.1111.1111.1111)`, { cause }), { apiMessage: `card 4111/1111/1111/1111`, details: { echoed: `4111\t1111\t1111\t1111` } });
+    log.info({ err: error }, 'row attempt failed');
+    log.error({ error }, 'as error');
+
+    const text = out.text();
+    expect(out.lines()).toHaveLength(2);
+    for (const card of [PAN, '2223006335195263']) {
+      // Whatever separates the digits.
+      expect(text.replace(/\\[tn]|[\s./-]/g, '')).not.toContain(card);
+    }
+    expect(text).toContain('declined: card ************1111 (************1111)');
+    expect(text).toContain('processor said ************5263');
+    // Not an error, logged as one: scrubbed all the same.
+    log.warn({ err: 'card 4111 1111 1111 1111 refused' }, 'a string');
+    log.warn({ err: { reason: 'card 4111-1111-1111-1111' } }, 'an object');
+    expect(out.text()).not.toMatch(/4111\D?1111\D?1111\D?1111/);
+    // The error itself is left as it was: only what is written is scrubbed.
+    expect(error.apiMessage).toBe('card 4111/1111/1111/1111');
   });
 });

@@ -2,6 +2,7 @@ import { Pool } from 'undici';
 import type { z } from 'zod';
 import { HTTP_DEFAULTS } from '../policy.js';
 import { ApiError, type Endpoint } from './errors.js';
+import type { KnownSecrets } from '../secrets.js';
 import {
   CreateCustomerResponseSchema,
   ErrorBodySchema,
@@ -56,7 +57,10 @@ export interface ApiCall {
  * A typed client for the seven endpoints of the service's interface on one undici
  * keep-alive pool. It never retries: a failure is thrown once as an ApiError
  * that says whether it is transient and whether it may have been applied, and
- * the job that called decides.
+ * the job that called decides. The error's words never
+ * hold the request's card number, CVC or password, whatever the service
+ * echoed (src/secrets.ts): they are scrubbed as the error is made, so its
+ * stack carries the scrubbed message too.
  */
 export interface ApiClient {
   searchCustomers(query: SearchQuery): Promise<SearchCustomersResponse>;
@@ -96,6 +100,7 @@ export function createApiClient(options: ApiClientOptions): ApiClient {
     path: string,
     schema: S,
     body?: unknown,
+    secrets: KnownSecrets = [],
   ): Promise<z.infer<S>> {
     await options.beforeRequest?.(endpoint);
     const started = performance.now();
@@ -115,7 +120,7 @@ export function createApiClient(options: ApiClientOptions): ApiClient {
         retryAfter = Array.isArray(header) ? header[0] : header;
         text = await response.body.text();
       } catch (error) {
-        throw ApiError.fromNetworkError({ endpoint, method, error });
+        throw ApiError.fromNetworkError({ endpoint, method, error, secrets });
       }
       const json = parseJson(text);
       if (status < 200 || status > 299) {
@@ -126,11 +131,12 @@ export function createApiClient(options: ApiClientOptions): ApiClient {
           status,
           apiMessage: errorBody.success ? errorBody.data.Message : undefined,
           retryAfter,
+          secrets,
         });
       }
       const parsed = schema.safeParse(json);
       if (!parsed.success) {
-        throw ApiError.badResponse({ endpoint, method, status, problem: json === undefined ? 'not JSON' : describeZodError(parsed.error) });
+        throw ApiError.badResponse({ endpoint, method, status, problem: json === undefined ? 'not JSON' : describeZodError(parsed.error), secrets });
       }
       options.onCall?.({ endpoint, method, status, durationMs: performance.now() - started, error: undefined });
       return parsed.data;
@@ -147,13 +153,13 @@ export function createApiClient(options: ApiClientOptions): ApiClient {
     searchCustomers: ({ contains, skip, take }) =>
       call('searchCustomers', 'GET', `/json/customers?contains=${id(contains)}&skip=${skip}&take=${take}`, SearchCustomersResponseSchema),
     getCustomer: (customerId) => call('getCustomer', 'GET', `/json/customers/${id(customerId)}`, GetCustomerResponseSchema),
-    createCustomer: (body) => call('createCustomer', 'POST', '/json/customers', CreateCustomerResponseSchema, body),
+    createCustomer: (body) => call('createCustomer', 'POST', '/json/customers', CreateCustomerResponseSchema, body, [body.Password]),
     updateCustomer: (customerId, body) =>
-      call('updateCustomer', 'PUT', `/json/customers/${id(customerId)}`, UpdateCustomerResponseSchema, body),
+      call('updateCustomer', 'PUT', `/json/customers/${id(customerId)}`, UpdateCustomerResponseSchema, body, [body.Password]),
     getOffer: (offerCode) => call('getOffer', 'GET', `/json/offers/${id(offerCode)}`, GetOfferResponseSchema),
-    signUp: (body) => call('signUp', 'POST', '/json/signups', SignupResponseSchema, body),
+    signUp: (body) => call('signUp', 'POST', '/json/signups', SignupResponseSchema, body, [body.CreditCardInfo.AccountNumber, body.CreditCardInfo.CVCode]),
     updatePaymentMethod: (key, body) =>
-      call('updatePaymentMethod', 'PUT', `/json/paymentmethods/${id(key)}`, UpdatePaymentMethodResponseSchema, body),
+      call('updatePaymentMethod', 'PUT', `/json/paymentmethods/${id(key)}`, UpdatePaymentMethodResponseSchema, body, [body.CreditCard.AccountNumber, body.CreditCard.CVCode]),
     close: () => pool.close(),
   };
 }

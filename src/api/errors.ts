@@ -6,7 +6,7 @@ import {
   TRANSIENT_STATUSES,
   isServerErrorStatus,
 } from '../policy.js';
-import { scrubCardNumbers } from './rules.js';
+import { scrubErrorInPlace, scrubberFor, type KnownSecrets } from '../secrets.js';
 
 /** The seven operations of api-interface.md section 4, by name. */
 export type Endpoint =
@@ -72,6 +72,28 @@ export abstract class ApiError extends Error {
     this.retryAfterMs = details.retryAfterMs;
   }
 
+  /**
+   * This error with `scrub` applied to its message, the API's words and its
+   * stack (kept, frames and all), as an error of the same class: a row that
+   * knows its own card values removes them from what the client could only
+   * scrub by shape. The cause is scrubbed in place.
+   */
+  scrubbed(scrub: (text: string) => string): ApiError {
+    const Same = this.constructor as new (message: string, details: ApiErrorDetails) => ApiError;
+    const copy = new Same(scrub(this.message), {
+      endpoint: this.endpoint,
+      method: this.method,
+      status: this.status,
+      apiMessage: this.apiMessage === undefined ? undefined : scrub(this.apiMessage),
+      transient: this.transient,
+      maybeApplied: this.maybeApplied,
+      retryAfterMs: this.retryAfterMs,
+      cause: this.cause instanceof Error ? scrubErrorInPlace(this.cause, scrub) : this.cause,
+    });
+    if (this.stack !== undefined) copy.stack = scrub(this.stack);
+    return copy;
+  }
+
   /** Data for logs and ledgers: never a request body. */
   toJSON(): Record<string, unknown> {
     return {
@@ -98,10 +120,12 @@ export abstract class ApiError extends Error {
     apiMessage: string | undefined;
     retryAfter: string | undefined;
     now?: number;
+    /** The request's own secrets (its card number and CVC, a password): never in the error's words, in any form. */
+    secrets?: KnownSecrets;
   }): ApiError {
     const { endpoint, method, status } = input;
-    // The service's words are stored and logged: never with a card number in them.
-    const apiMessage = input.apiMessage === undefined ? undefined : scrubCardNumbers(input.apiMessage);
+    // The service's words are stored and logged: never with card data or a password in them, whatever it echoed.
+    const apiMessage = input.apiMessage === undefined ? undefined : scrubberFor(input.secrets ?? [])(input.apiMessage);
     const mutating = isMutating(method);
     const retryAfterMs = parseRetryAfter(input.retryAfter, input.now ?? Date.now());
     const words = apiMessage ? `: ${apiMessage}` : '';
@@ -130,8 +154,9 @@ export abstract class ApiError extends Error {
    * open (refused, DNS, connect timeout) cannot have reached the service; any
    * other (reset, timeout waiting for the answer) may have, for a POST or PUT.
    */
-  static fromNetworkError(input: { endpoint: Endpoint; method: string; error: unknown }): ApiError {
+  static fromNetworkError(input: { endpoint: Endpoint; method: string; error: unknown; secrets?: KnownSecrets }): ApiError {
     const { endpoint, method, error } = input;
+    const scrub = scrubberFor(input.secrets ?? []);
     const code = errorCode(error);
     const beforeSending = code !== undefined && CONNECT_PHASE_ERROR_CODES.has(code);
     const details: ApiErrorDetails = {
@@ -139,9 +164,9 @@ export abstract class ApiError extends Error {
       method,
       transient: code === undefined || TRANSIENT_NETWORK_ERROR_CODES.has(code),
       maybeApplied: isMutating(method) && !beforeSending,
-      cause: error,
+      cause: error instanceof Error ? scrubErrorInPlace(error, scrub) : error,
     };
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = scrub(error instanceof Error ? error.message : String(error));
     if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'ETIMEDOUT') {
       return new ApiTimeoutError(`${endpoint} timed out (${code})`, details);
     }
@@ -153,8 +178,9 @@ export abstract class ApiError extends Error {
    * was handled, so a create may well have been applied: transient, so the
    * next attempt reconciles instead of giving up on a row that may exist.
    */
-  static badResponse(input: { endpoint: Endpoint; method: string; status: number; problem: string }): ApiError {
-    return new ApiBadResponseError(`${input.endpoint} answered ${input.status} with a body that does not match the interface: ${input.problem}`, {
+  static badResponse(input: { endpoint: Endpoint; method: string; status: number; problem: string; secrets?: KnownSecrets }): ApiError {
+    const problem = scrubberFor(input.secrets ?? [])(input.problem);
+    return new ApiBadResponseError(`${input.endpoint} answered ${input.status} with a body that does not match the interface: ${problem}`, {
       endpoint: input.endpoint,
       method: input.method,
       status: input.status,
@@ -195,6 +221,19 @@ export class ApiNetworkError extends ApiError {
 /** A 2xx whose body is not what the interface shows. */
 export class ApiBadResponseError extends ApiError {
   readonly code = 'API_BAD_RESPONSE';
+}
+
+/**
+ * `error` without `secrets` (a row's card number, CVC, password) in its
+ * message, its stack or its cause's, nor any card-shaped digit run: an
+ * ApiError as a scrubbed copy of the same class, another Error scrubbed in
+ * place (it keeps its class), anything else as an Error of its scrubbed text.
+ */
+export function withoutSecrets(error: unknown, secrets: KnownSecrets): Error {
+  const scrub = scrubberFor(secrets);
+  if (error instanceof ApiError) return error.scrubbed(scrub);
+  if (error instanceof Error) return scrubErrorInPlace(error, scrub);
+  return new Error(scrub(String(error)));
 }
 
 const isMutating = (method: string): boolean => method !== 'GET' && method !== 'HEAD';

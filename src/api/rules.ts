@@ -2,6 +2,7 @@
  * Field rules shared by the CSV validation and the sandbox (DESIGN section 2).
  * Pure functions: each returns true when the value passes.
  */
+import { scrubSecrets } from '../secrets.js';
 
 /** Card numbers: 12 to 19 digits with a valid Luhn check digit. */
 export function isCardNumber(value: string): boolean {
@@ -55,12 +56,13 @@ export function maskCardNumber(value: string): string {
 }
 
 /**
- * Masks anything shaped like a card number (12 to 19 digits, optionally in
- * groups split by spaces or dashes) in free text: an API message that echoes
- * a request, an error reason, before it is stored or logged.
+ * Masks anything shaped like a card number (12 or more digits, spaces, tabs,
+ * dashes, dots or slashes between them) in free text: an API message that
+ * echoes a request, an error reason, before it is stored or logged.
+ * {@link scrubSecrets} with no row's secrets known.
  */
 export function scrubCardNumbers(text: string): string {
-  return text.replace(/\d(?:[ -]?\d){11,18}/g, (run) => maskCardNumber(run));
+  return scrubSecrets(text);
 }
 
 /** American Express: card numbers starting 34 or 37. Its security code has 4 digits; other brands' have 3. */

@@ -32,6 +32,13 @@ export function parseProbability(value: string): number {
   return p;
 }
 
+/** An HTTP error status, 400..599. */
+export function parseErrorStatus(value: string): number {
+  const status = wholeNumber(value, 'an HTTP error status from 400 to 599');
+  if (status < 400 || status > 599) throw new InvalidArgumentError('expected an HTTP error status from 400 to 599');
+  return status;
+}
+
 /** A non-empty text. */
 export function parseNonEmpty(value: string): string {
   if (value.trim() === '') throw new InvalidArgumentError('expected a non-empty value');

@@ -7,7 +7,7 @@ import type { Command } from 'commander';
 import { loadConfig } from '../config.js';
 import { createLogger } from '../log.js';
 import type { SandboxFaults } from '../sandbox/server.js';
-import { parseNonEmpty, parseNonNegativeInt, parsePort, parseProbability } from './options.js';
+import { parseErrorStatus, parseNonEmpty, parseNonNegativeInt, parsePort, parseProbability } from './options.js';
 import { waitForShutdownSignal } from './signals.js';
 
 /** The flags of `subsync sandbox`, as commander parses them. */
@@ -19,6 +19,8 @@ export interface SandboxFlags {
   errorAfterApplyRate: number;
   rateLimit: number;
   dropAfterCommit: number;
+  echoCardData: number;
+  echoCardDataStatus: number;
   auth?: string;
   seedCustomers: number;
   seed: number;
@@ -36,6 +38,8 @@ export function register(program: Command): void {
     .option('--error-after-apply-rate <p>', 'probability of a 5xx answer after the request is applied', parseProbability, 0)
     .option('--rate-limit <rps>', 'requests per second before answering 429 with Retry-After (0 = no limit)', parseNonNegativeInt, 0)
     .option('--drop-after-commit <p>', 'probability of applying a change and then cutting the connection', parseProbability, 0)
+    .option('--echo-card-data <p>', 'probability of refusing a sign-up or card update with a message quoting its card number and CVC', parseProbability, 0)
+    .option('--echo-card-data-status <n>', 'the status of those refusals (400 to 599)', parseErrorStatus, 400)
     .option('--auth <value>', 'require this exact Authorization header value (default: none required)', parseNonEmpty)
     .option('--seed-customers <n>', 'customers of the generated population to start with (realistic names, for search at scale)', parseNonNegativeInt, 0)
     .option('--seed <s>', 'which generated population: the same seed, the same customers', parseNonNegativeInt, 1)
@@ -55,6 +59,8 @@ export async function runSandbox(flags: SandboxFlags): Promise<void> {
     errorAfterApplyRate: flags.errorAfterApplyRate,
     rateLimit: flags.rateLimit,
     dropAfterCommitRate: flags.dropAfterCommit,
+    echoCardData: flags.echoCardData,
+    echoCardDataStatus: flags.echoCardDataStatus,
   };
   // Listen for signals before starting, so a signal during start-up still closes the server.
   const signal = waitForShutdownSignal();
@@ -91,5 +97,6 @@ export function describeFaults(faults: SandboxFaults): string {
     `error-after-apply rate ${faults.errorAfterApplyRate}`,
     `rate limit ${faults.rateLimit === 0 ? 'none' : `${faults.rateLimit} req/s`}`,
     `drop-after-commit rate ${faults.dropAfterCommitRate}`,
+    `echo-card-data rate ${faults.echoCardData} (status ${faults.echoCardDataStatus})`,
   ].join(', ');
 }

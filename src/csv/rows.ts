@@ -78,6 +78,7 @@ import {
   trimInvisible,
   unescapeFormula,
 } from './text.js';
+import { PASSWORD_MASK, scrubSecrets } from '../secrets.js';
 
 /** The rule a row broke; every row error names one. */
 export type RowRule =
@@ -96,7 +97,8 @@ export type RowRule =
   | 'misdecoded-text'
   | 'spreadsheet-number'
   | 'repeated-header'
-  | 'unnamed-column';
+  | 'unnamed-column'
+  | 'password-withheld';
 
 export interface RowError {
   /** The row number (1 = the first data record). */
@@ -132,8 +134,10 @@ export interface RowOptions {
 
 type Cells = readonly string[];
 
+/** A customers file's password column. */
+export const PASSWORD = 'Password';
 /** Paths whose cells are sent as written, without trimming. */
-const UNTRIMMED_PATHS: ReadonlySet<string> = new Set(['Password']);
+const UNTRIMMED_PATHS: ReadonlySet<string> = new Set([PASSWORD]);
 
 /** Fields (the last segment of a path) that are identifiers, codes, emails or card data: no invisible character belongs in them. */
 export const STRICT_FIELDS: ReadonlySet<string> = new Set([
@@ -398,9 +402,25 @@ const numeric = (path: string): FieldCheck => ({
   describe: (value) => (isNumericText(value) ? undefined : `${show(value)} is not numeric text (a CustomerID is digits only)`),
 });
 
+/**
+ * A Password cell holding the mask subsync writes in place of a password
+ * (results.csv, errors.csv): the password is not in the file, so the row is
+ * refused rather than sent. Sent, the mask would become the customer's
+ * password; sent blank instead, an update would clear it (the service's PUT
+ * replaces the whole record).
+ */
+const withheldPassword = (path: string): FieldCheck => ({
+  path,
+  rule: 'password-withheld',
+  describe: (value) =>
+    value.trim() === PASSWORD_MASK
+      ? `holds ${PASSWORD_MASK}, which subsync writes in its result files in place of a password, so no password is given: type the customer's password in the cell (a blank cell sends an empty password)`
+      : undefined,
+});
+
 /** The format checks of each kind, applied to non-empty cells (emptiness is the `required` rule's business). */
 const FIELD_CHECKS: Readonly<Record<ColumnPlan['kind'], readonly FieldCheck[]>> = {
-  customers: [numeric(CUSTOMER_ID), email('EmailAddress'), countryCode('CountryCode')],
+  customers: [numeric(CUSTOMER_ID), email('EmailAddress'), countryCode('CountryCode'), withheldPassword(PASSWORD)],
   signups: [
     email(signupCustomerPath('EmailAddress')),
     countryCode(signupCustomerPath('CountryCode')),
@@ -634,15 +654,13 @@ function shapeProblem(plan: ColumnPlan, cells: Cells, options: RowOptions): { pa
 // Masking
 
 const MAX_SHOWN = 60;
-/** A run of 12 to 19 digits, spaces or dashes allowed between them: the shape of a card number. */
-const CARD_LIKE_RUN = /\d(?:[ -]?\d){11,18}/g;
 
 /** Characters that would be invisible, or change the text's direction, in a message. */
 const UNSEEN = /[\u00a0\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/g;
 
 /** A value quoted for a message: card-number-like digit runs masked, invisible characters named (`<U+200B>`), long text cut. */
 export function show(value: string): string {
-  const masked = value.replace(CARD_LIKE_RUN, (run) => maskCardNumber(run));
+  const masked = scrubSecrets(value);
   const cut = masked.length > MAX_SHOWN ? `${masked.slice(0, MAX_SHOWN)}…` : masked;
   return JSON.stringify(cut).replace(UNSEEN, (char) => `<${codePointName(char)}>`);
 }
@@ -654,21 +672,62 @@ export function secretColumnIndexes(plan: ColumnPlan): number[] {
   return plan.paths.flatMap((path, column) => (path === secret.accountNumber || path === secret.cvCode ? [column] : []));
 }
 
+/** The column of a customers file's Password, or undefined (sign-ups send none; card files have none). */
+export function passwordColumn(plan: ColumnPlan): number | undefined {
+  return plan.kind === 'customers' ? plan.index.get(PASSWORD) : undefined;
+}
+
 /**
- * A copy of a row fit for results, errors.csv and the dashboard: every card
- * number masked to its last four digits, every CVC empty. A row of a card file
- * whose cell count differs from the header has its values out of place, so
- * there every cell shaped like a card number is masked and every cell of 3 or
- * 4 digits alone (a possible CVC) is emptied, whatever its column.
+ * The columns whose cells travel only sealed in job data (src/cards/crypto.ts)
+ * and are masked everywhere else: the card number's, the CVC's, and a
+ * customers file's Password.
+ */
+export function sealedColumnIndexes(plan: ColumnPlan): number[] {
+  const password = passwordColumn(plan);
+  return [...secretColumnIndexes(plan), ...(password === undefined ? [] : [password])].sort((a, b) => a - b);
+}
+
+/**
+ * The row's secret values as the request carries them (its card number, CVC
+ * and password, non-empty ones only): what any text about the row is
+ * scrubbed of (src/secrets.ts).
+ */
+export function secretValues(plan: ColumnPlan, cells: Cells): string[] {
+  return sealedColumnIndexes(plan)
+    .map((column) => cells[column] ?? '')
+    .filter((value) => value.trim() !== '');
+}
+
+/**
+ * A copy of a row fit for the ledger, results, errors.csv and the dashboard:
+ * every card number masked to its last four digits, every CVC empty, every
+ * password given written as {@link PASSWORD_MASK} (an empty one stays
+ * empty). A row of a card file whose cell count differs from the header has
+ * its values out of place, so there every cell shaped like a card number is
+ * masked and every cell of 3 or 4 digits alone (a possible CVC) is emptied,
+ * whatever its column; in a customers file, every cell the password may have
+ * moved to (as far from its column as the row has cells too many or too few)
+ * is masked.
  */
 export function maskCells(plan: ColumnPlan, cells: Cells): string[] {
+  const MASKED_NUMBER = /^\*+\d{0,4}$/;
   const secret = secretPaths(plan.kind);
   const masked = [...cells];
-  if (!secret) return masked;
   const misaligned = cells.length !== plan.headers.length;
+  const password = passwordColumn(plan);
+  if (password !== undefined) {
+    const shift = cells.length - plan.headers.length;
+    const from = misaligned ? password + Math.min(0, shift) : password;
+    const to = misaligned ? password + Math.max(0, shift) : password;
+    for (let column = Math.max(0, from); column <= to && column < masked.length; column++) {
+      if ((masked[column] ?? '') !== '') masked[column] = PASSWORD_MASK;
+    }
+  }
+  if (!secret) return masked;
   masked.forEach((cell, column) => {
     const path = misaligned ? undefined : plan.paths[column];
-    if (path === secret.accountNumber) masked[column] = cell.trim() === '' ? '' : maskCardNumber(cell);
+    // (A number masked already stays as it is: masking is applied again where cells are shown.)
+    if (path === secret.accountNumber) masked[column] = cell.trim() === '' ? '' : MASKED_NUMBER.test(cell.trim()) ? cell : maskCardNumber(cell);
     else if (path === secret.cvCode) masked[column] = '';
     else if (misaligned && /^\s*\d(?:[ -]?\d){11,18}\s*$/.test(cell)) masked[column] = maskCardNumber(cell);
     else if (misaligned && /^\s*\d{3,4}\s*$/.test(cell)) masked[column] = '';

@@ -2,7 +2,8 @@ import { access } from 'node:fs/promises';
 import path from 'node:path';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { secretColumnIndexes } from '../csv/rows.js';
+import { maskCells, passwordColumn, secretColumnIndexes } from '../csv/rows.js';
+import { scrubSecrets } from '../secrets.js';
 import { alignedCells, cardFieldsOf, EditRefusedError, editAndRetryRow, lockedPaths, type CardFields, type CardInput } from '../import/edit.js';
 import { RetryError, retryRows, type RetryResult } from '../import/retry.js';
 import { importStatus, type ImportStatus } from '../import/status.js';
@@ -142,8 +143,8 @@ ${offset + ROWS_PER_PAGE < problems ? html`<a href="/imports/${id}?offset=${offs
 <td>${RETRYABLE.has(entry.s) ? html`<input type="checkbox" name="rows" value="${row}" aria-label="select row ${row}">` : undefined}</td>
 <td class="num">${row}</td>
 <td>${statusBadge(entry.s)}</td>
-<td>${rowData(plan.headers, entry.c)}</td>
-<td class="problem">${entry.e ?? ''}${entry.cand?.length ? ` (candidates: ${entry.cand.join(', ')})` : ''}</td>
+<td>${rowData(plan.headers, maskCells(plan, entry.c))}</td>
+<td class="problem">${reasonOf(entry)}</td>
 <td class="num">${entry.a}</td>
 <td>${when(entry.t)}</td>
 <td>${RETRYABLE.has(entry.s) ? html`<button type="submit" name="row" value="${row}">Retry</button> ` : undefined}<a href="/imports/${id}/rows/${row}">Edit${entry.s === 'invalid' ? ' and fix' : ''}</a></td>
@@ -241,7 +242,7 @@ ${pager}${table}`;
       submitted[Number(column)] = value;
       changes[path] = value;
     }
-    const card: CardInput = { AccountNumber: fieldText(form['card.AccountNumber']), CVCode: fieldText(form['card.CVCode']) };
+    const card: CardInput = { AccountNumber: fieldText(form['card.AccountNumber']), CVCode: fieldText(form['card.CVCode']), Password: fieldText(form['card.Password']) };
     try {
       const result = await editAndRetryRow(store, queues, keyring, id, row, changes, card);
       return redirectWithNotice(reply, `/imports/${id}`, `row ${row} saved and queued again (${result.jobName}${result.state === 'sent' ? ', reading back first' : ''})`);
@@ -249,7 +250,7 @@ ${pager}${table}`;
       if (!(error instanceof EditRefusedError)) throw error;
       const fields = await cardFieldsOf(store, queues, keyring, id, row);
       const status = error.reason === 'no-import' || error.reason === 'no-row' ? 404 : error.reason === 'busy' || error.reason === 'not-editable' ? 409 : 422;
-      // The card number and CVC are never sent back: the form asks for them again.
+      // The card number, CVC and password are never sent back: the form asks for them again.
       return sendPage(ctx, request, reply, { title: `Row ${row} of ${record.file}`, body: editForm(record, row, entry, fields, csrfFor(request), submitted, error), notice: error.reason === 'invalid' ? 'The row still breaks a rule; nothing was retried.' : error.message, noticeKind: 'error' }, status);
     }
   });
@@ -297,6 +298,16 @@ ${extra.map((cell, i) => html`<tr><th class="muted">(extra cell ${i + 1})</th><t
 </table></details>`;
 }
 
+/**
+ * Why a row did not succeed, as shown: scrubbed of card-shaped digit runs
+ * (reasons are scrubbed where they are stored; a ledger written before that
+ * is scrubbed here), with its candidates (customer ids from the service, as
+ * they are).
+ */
+function reasonOf(entry: LedgerEntry): string {
+  return `${scrubSecrets(entry.e ?? '')}${entry.cand?.length ? ` (candidates: ${entry.cand.join(', ')})` : ''}`;
+}
+
 /** The columns the row's error names (`column "EmailAddress"`), to mark them in the form. */
 function columnsInError(error: string | undefined): Set<string> {
   return new Set([...(error ?? '').matchAll(/column "([^"]+)"/g)].map((m) => m[1] ?? ''));
@@ -305,13 +316,14 @@ function columnsInError(error: string | undefined): Set<string> {
 function editForm(record: ImportRecord, row: number, entry: LedgerEntry, card: CardFields, csrf: string, submitted: Record<number, string>, refusal?: EditRefusedError): Html {
   const plan = planOf(record);
   const editable = PROBLEM_STATUSES.has(entry.s as RowStatus);
-  const cells = alignedCells(plan, entry);
-  const secret = new Set(secretColumnIndexes(plan));
+  const cells = maskCells(plan, alignedCells(plan, entry));
+  const password = passwordColumn(plan);
+  const secret = new Set([...secretColumnIndexes(plan), ...(password === undefined ? [] : [password])]);
   const locked = new Set(lockedPaths(record, entry));
   const wrong = columnsInError(refusal?.rowErrors.length ? refusal.rowErrors.map((e) => e.message).join(' ') : entry.e);
   const facts = html`<dl class="facts">
 <dt>Status</dt><dd>${statusBadge(entry.s)}</dd>
-<dt>Why</dt><dd class="problem">${entry.e ?? '—'}${entry.cand?.length ? ` (candidates: ${entry.cand.join(', ')})` : ''}</dd>
+<dt>Why</dt><dd class="problem">${reasonOf(entry) || '—'}</dd>
 <dt>Attempts</dt><dd>${entry.a}</dd>
 <dt>Last attempt</dt><dd>${when(entry.t)}</dd>
 </dl>`;
@@ -341,6 +353,12 @@ ${card.cvCode ? html`<label><span class="name">CVC</span><input type="text" name
 <p class="hint">Asked again every time: a CVC is never kept once a row has an outcome. Leave empty to send none.</p>` : undefined}
 </fieldset>`
     : undefined;
+  const passwordSection = card.password
+    ? html`<fieldset><legend>Password (never shown: sealed into the job only)</legend>
+<label><span class="name">Password</span><input type="password" name="card.Password" value="" autocomplete="new-password" ${card.passwordNeeded ? html`required` : undefined}></label>
+<p class="hint">${card.passwordNeeded ? 'Needed: the password is no longer held for this row. Enter it again.' : card.passwordHeld ? 'Leave empty to keep the password held for this row.' : 'The row has no password. Leave empty to send none.'}</p>
+</fieldset>`
+    : undefined;
   const problems = refusal?.rowErrors.length
     ? html`<ul class="errors">${refusal.rowErrors.map((e) => html`<li>${e.message}</li>`)}</ul>`
     : undefined;
@@ -349,6 +367,7 @@ ${card.cvCode ? html`<label><span class="name">CVC</span><input type="text" name
 <input type="hidden" name="_csrf" value="${csrf}">
 ${fields}
 ${cardSection}
+${passwordSection}
 ${locked.size > 0 ? html`<p class="hint">This row may already have been created: the fields reading it back compares are read-only, and it reads back before anything is sent again.</p>` : undefined}
 <div class="actions"><button type="submit" class="primary">Save and retry</button> <a href="/imports/${record.id}">Cancel</a></div>
 </form>`;

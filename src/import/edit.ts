@@ -1,7 +1,8 @@
 import { READ_BACKS } from '../../jobs/index.js';
 import { openSecrets, sealSecrets, type CardKeyring } from '../cards/crypto.js';
 import { CUSTOMER_ID, secretPaths, signupCustomerPath, type ColumnPlan } from '../csv/columns.js';
-import { maskCells, validateRow, type RowError, type RowOptions } from '../csv/rows.js';
+import { maskCells, passwordColumn, secretValues, validateRow, type RowError, type RowOptions } from '../csv/rows.js';
+import { scrubSecrets } from '../secrets.js';
 import { PROBLEM_STATUSES, type JobName, type RowStatus } from '../outcomes.js';
 import { enqueueFinalize, getRowJob, rowJobOptions, type Queues, type RowJobData } from '../queue/queues.js';
 import { planOf } from '../queue/rowWorker.js';
@@ -18,6 +19,11 @@ import { jobNameOf } from './producer.js';
  *   of the file; the card number and the CVC are not among them: they come
  *   apart, as `card`, are validated in memory, and leave only sealed in the
  *   job data. The ledger keeps the masked cells, as for an imported row.
+ * - A customers row's Password comes apart the same way, as `card.Password`:
+ *   an empty one keeps the password sealed in the row's job; when none is
+ *   held any more (the job is gone, or the row was invalid and never had
+ *   one) and the row had a password, it must be entered again. The ledger
+ *   only ever holds `********` for it.
  * - The card number is reused from the row's kept job while it holds one
  *   sealed; once the import has settled it is gone (src/import/cardData.ts)
  *   and must be entered again. The CVC is never reused: it is kept only until
@@ -43,12 +49,14 @@ export type EditRefusal =
   | 'busy'
   /** A change names a path that is not a column of the file. */
   | 'unknown-column'
-  /** A change names the card number or CVC column: those come as `card`. */
+  /** A change names the card number, CVC or Password column: those come as `card`. */
   | 'card-column'
   /** A needs-review create's identifying fields cannot change (see above). */
   | 'identity-locked'
   /** The row's card number is no longer held: it must be entered again. */
   | 'card-needed'
+  /** The row had a password, and it is no longer held: it must be entered again. */
+  | 'password-needed'
   /** The row holds card data and this process has no SUBSYNC_CARD_KEY to seal it. */
   | 'no-card-key'
   /** The edited row still breaks a rule: `rowErrors` says which. */
@@ -68,10 +76,12 @@ export class EditRefusedError extends Error {
   }
 }
 
-/** The card cells of an edit, in plaintext, held only in memory until sealed. */
+/** The card cells and password of an edit, in plaintext, held only in memory until sealed. */
 export interface CardInput {
   AccountNumber?: string;
   CVCode?: string;
+  /** As typed, spaces and all; empty keeps the password held for the row. */
+  Password?: string;
 }
 
 export interface EditResult {
@@ -91,6 +101,12 @@ export interface CardFields {
   accountNumberNeeded: boolean;
   /** The file has a CVC column; the CVC is always asked again. */
   cvCode: boolean;
+  /** The file is a customers file with a Password column. */
+  password: boolean;
+  /** The row had a password and none is held any more: it must be entered again. */
+  passwordNeeded: boolean;
+  /** A password is held for the row (sealed in its job): left empty, the field keeps it. */
+  passwordHeld: boolean;
 }
 
 /**
@@ -120,6 +136,9 @@ export async function editAndRetryRow(
     if (column === secretColumns.accountNumber || column === secretColumns.cvCode) {
       throw new EditRefusedError('card-column', `${path} is card data: give it as the card, not as a change`);
     }
+    if (column === secretColumns.password) {
+      throw new EditRefusedError('card-column', `${path} is a secret: give it as the password, not as a change`);
+    }
     if (cells[column] !== value) changed.add(path);
     cells[column] = value;
   }
@@ -134,10 +153,11 @@ export async function editAndRetryRow(
   }
 
   const job = await getRowJob(queues, importId, row);
-  const secrets = cardCells(keyring, plan, secretColumns, job?.data.secrets, card, row);
+  const secrets = cardCells(keyring, plan, secretColumns, job?.data.secrets, card, row, entry);
   for (const [column, value] of Object.entries(secrets)) cells[Number(column)] = value;
 
-  const rowErrors = validateRow(plan, { row, line: 0, cells }, options);
+  // The messages never quote the row's card data or password, even typed into another column.
+  const rowErrors = validateRow(plan, { row, line: 0, cells }, options).map((e) => ({ ...e, message: scrubSecrets(e.message, secretValues(plan, cells)) }));
   if (rowErrors.length > 0) {
     throw new EditRefusedError('invalid', `row ${row} still breaks ${rowErrors.length === 1 ? 'a rule' : `${rowErrors.length} rules`}: ${rowErrors.map((e) => e.message).join('; ')}`, rowErrors);
   }
@@ -166,7 +186,8 @@ export async function editAndRetryRow(
   if (round === undefined) throw new EditRefusedError('busy', `row ${row} is no longer settled: it was retried meanwhile`);
 
   const data: RowJobData = { importId, row };
-  if (Object.keys(secrets).length > 0 && keyring) data.secrets = sealSecrets(keyring, secrets);
+  // (A customers row without a password has nothing to seal.)
+  if (Object.values(secrets).some((value) => value !== '') && keyring) data.secrets = sealSecrets(keyring, secrets);
   try {
     const stale = await getRowJob(queues, importId, row);
     if (stale) await stale.remove();
@@ -184,13 +205,25 @@ export async function editAndRetryRow(
 export async function cardFieldsOf(store: ImportStore, queues: Queues, keyring: CardKeyring | undefined, importId: string, row: number): Promise<CardFields> {
   const record = await store.getImport(importId);
   if (!record) throw new EditRefusedError('no-import', `no import ${importId}`);
-  const columns = secretColumnsOf(planOf(record));
-  let held = false;
-  if (columns.accountNumber !== undefined && keyring) {
+  const plan = planOf(record);
+  const columns = secretColumnsOf(plan);
+  let sealed: Record<string, string> = {};
+  if ((columns.accountNumber !== undefined || columns.password !== undefined) && keyring) {
     const job = await getRowJob(queues, importId, row);
-    held = job?.data.secrets !== undefined && openSecrets(keyring, job.data.secrets)[String(columns.accountNumber)] !== undefined;
+    sealed = job?.data.secrets === undefined ? {} : openSecrets(keyring, job.data.secrets);
   }
-  return { accountNumber: columns.accountNumber !== undefined, accountNumberNeeded: columns.accountNumber !== undefined && !held, cvCode: columns.cvCode !== undefined };
+  const held = columns.accountNumber !== undefined && sealed[String(columns.accountNumber)] !== undefined;
+  const passwordHeld = columns.password !== undefined && (sealed[String(columns.password)] ?? '') !== '';
+  const entry = columns.password === undefined || passwordHeld ? undefined : await store.getRow(importId, row);
+  const hadPassword = entry !== undefined && columns.password !== undefined && (alignedCells(plan, entry)[columns.password] ?? '') !== '';
+  return {
+    accountNumber: columns.accountNumber !== undefined,
+    accountNumberNeeded: columns.accountNumber !== undefined && !held,
+    cvCode: columns.cvCode !== undefined,
+    password: columns.password !== undefined,
+    passwordNeeded: hadPassword,
+    passwordHeld,
+  };
 }
 
 /** The row's cells laid on the header's columns (a `column-count` row had more or fewer). */
@@ -209,9 +242,21 @@ async function editableRow(store: ImportStore, importId: string, row: number): P
   return { record, entry, plan: planOf(record) };
 }
 
-function secretColumnsOf(plan: ColumnPlan): { accountNumber: number | undefined; cvCode: number | undefined } {
+interface SecretColumns {
+  accountNumber: number | undefined;
+  cvCode: number | undefined;
+  password: number | undefined;
+}
+
+function secretColumnsOf(plan: ColumnPlan): SecretColumns {
   const paths = secretPaths(plan.kind);
-  return { accountNumber: paths && plan.index.get(paths.accountNumber), cvCode: paths && plan.index.get(paths.cvCode) };
+  return { accountNumber: paths && plan.index.get(paths.accountNumber), cvCode: paths && plan.index.get(paths.cvCode), password: passwordColumn(plan) };
+}
+
+/** The row of a customers file had a password (its ledger holds the mask): it is sent only with the sealed one. */
+export function hadPassword(record: ImportRecord, entry: LedgerEntry): boolean {
+  const column = passwordColumn(planOf(record));
+  return column !== undefined && (entry.c[column] ?? '') !== '';
 }
 
 /** A needs-review create: it may have been applied, so it reads back before anything is sent again. */
@@ -230,21 +275,25 @@ export function lockedPaths(record: Pick<ImportRecord, 'kind' | 'options'>, entr
 }
 
 /**
- * The plaintext card cells of the edited row, by column index: the card
- * number given, else the one still sealed in the row's job; the CVC given,
- * else blank.
+ * The plaintext card cells and password of the edited row, by column index:
+ * the card number given, else the one still sealed in the row's job; the CVC
+ * given, else blank; the password given, else the one sealed, else blank
+ * when the row had none.
  */
 function cardCells(
   keyring: CardKeyring | undefined,
   plan: ColumnPlan,
-  columns: { accountNumber: number | undefined; cvCode: number | undefined },
+  columns: SecretColumns,
   sealed: string | undefined,
   card: CardInput | undefined,
   row: number,
+  entry: LedgerEntry,
 ): Record<string, string> {
   const given = (value: string | undefined): string | undefined => (value === undefined || value.trim() === '' ? undefined : value.trim());
   if (columns.cvCode === undefined && given(card?.CVCode) !== undefined) throw new EditRefusedError('unknown-column', `${plan.kind} file has no CVCode column`);
   if (columns.accountNumber === undefined && given(card?.AccountNumber) !== undefined) throw new EditRefusedError('unknown-column', `${plan.kind} file has no card number column`);
+  if (columns.password === undefined && (card?.Password ?? '') !== '') throw new EditRefusedError('unknown-column', `${plan.kind} file has no Password column`);
+  if (columns.password !== undefined) return passwordCell(keyring, columns.password, sealed, card?.Password, row, entry);
   if (columns.accountNumber === undefined && columns.cvCode === undefined) return {};
   if (!keyring) throw new EditRefusedError('no-card-key', 'this row holds card data, which is only queued encrypted: set SUBSYNC_CARD_KEY');
   const cells: Record<string, string> = {};
@@ -256,4 +305,21 @@ function cardCells(
   }
   if (columns.cvCode !== undefined) cells[String(columns.cvCode)] = given(card?.CVCode) ?? '';
   return cells;
+}
+
+/**
+ * The password of an edited customers row, by column index: the one typed
+ * (as typed: a password's spaces may be meant), else the one sealed in the
+ * row's job, else blank when the row had none; a row that had one that is no
+ * longer held is refused, rather than sent blank or as the mask.
+ */
+function passwordCell(keyring: CardKeyring | undefined, column: number, sealed: string | undefined, typed: string | undefined, row: number, entry: LedgerEntry): Record<string, string> {
+  const held = sealed === undefined || !keyring ? undefined : openSecrets(keyring, sealed)[String(column)];
+  const password = typed !== undefined && typed !== '' ? typed : held;
+  if (password !== undefined && password !== '') {
+    if (!keyring) throw new EditRefusedError('no-card-key', 'a password is only queued encrypted: set SUBSYNC_CARD_KEY');
+    return { [String(column)]: password };
+  }
+  if ((entry.c[column] ?? '') !== '') throw new EditRefusedError('password-needed', `row ${row}'s password is no longer held: enter it again`);
+  return { [String(column)]: '' };
 }

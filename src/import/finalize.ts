@@ -1,8 +1,9 @@
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { secretColumnIndexes } from '../csv/rows.js';
+import { passwordColumn, secretColumnIndexes } from '../csv/rows.js';
 import type { Queues } from '../queue/queues.js';
 import { forgetCardData } from './cardData.js';
+import { scrubSecrets } from '../secrets.js';
 import { isRowStatus } from '../outcomes.js';
 import { planOf } from '../queue/rowWorker.js';
 import { writeImportResults, type ResultFiles, type ResultRow } from '../results/writeResults.js';
@@ -28,6 +29,7 @@ export async function finalizeImport(input: { store: ImportStore; queues: Queues
   const card = secretColumnIndexes(plan);
   const cardNumber = card.filter((i) => /AccountNumber$/.test(plan.paths[i] ?? ''));
   const cvc = card.filter((i) => /CVCode$/.test(plan.paths[i] ?? ''));
+  const password = passwordColumn(plan);
   const endedAt = record.lastSettledAt ?? Date.now();
   const durationMs = Math.max(1, endedAt - record.createdAt);
 
@@ -47,7 +49,9 @@ export async function finalizeImport(input: { store: ImportStore; queues: Queues
         subscriptionId: entry.sid ?? '',
         paymentMethodKey: entry.pmk ?? '',
         attempts: entry.a,
-        error: `${entry.e ?? ''}${candidates}`,
+        // Reasons are scrubbed where they are stored; a ledger written before that is scrubbed here.
+        // (Not the candidates: customer ids from the service, which a long one would look like a card to.)
+        error: `${scrubSecrets(entry.e ?? '')}${candidates}`,
       };
     }
   }
@@ -56,7 +60,7 @@ export async function finalizeImport(input: { store: ImportStore; queues: Queues
     dir: resultsDirOf(input.dataDir, importId),
     bom: input.bom,
     headers: record.headers,
-    secretColumns: { cardNumber, cvc },
+    secretColumns: { cardNumber, cvc, password: password === undefined ? [] : [password] },
     rows: rows(),
     summary: {
       importId,

@@ -14,16 +14,15 @@ import type { RefreshDeps } from '../customers/refresh.js';
 import { FileRejectedError } from '../csv/errors.js';
 import { openCsv, readHeaders, type CsvRow, type ReadOptions } from '../csv/reader.js';
 import { scanCsvBytes, showsRounding } from '../csv/scan.js';
-import { cellOf, maskCells, secretColumnIndexes, validateRow, type RowError, type RowOptions } from '../csv/rows.js';
+import { PASSWORD, cellOf, maskCells, passwordColumn, sealedColumnIndexes, secretColumnIndexes, secretValues, validateRow, type RowError, type RowOptions } from '../csv/rows.js';
 import type { ImportKind, JobName } from '../outcomes.js';
 import { RETRY_DEFAULTS } from '../policy.js';
 import { BATCH_JOB, batchJobOptions, batchOf, enqueueFinalize, type Queues, type RowBatchData } from '../queue/queues.js';
 import type { ImportJournal } from '../store/continuity.js';
 import type { ImportStore, LedgerEntry } from '../store/importStore.js';
 import { personOf, rowKeys } from './rowKeys.js';
+import { scrubSecrets } from '../secrets.js';
 import { SeenKeys } from './seenKeys.js';
-
-const PASSWORD = 'Password';
 
 /**
  * Rows per flush: their ledger entries and invalid settles in one script call
@@ -134,10 +133,12 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
   const match = request.match === undefined ? undefined : resolvePath('customers', request.match.trim());
   const options: RowOptions = { expiryFormat: request.expiryFormat ?? 'MMYY', match, ...(request.acceptMisdecodedText ? { acceptMisdecodedText: true } : {}) };
   if (!request.sendEmptyPasswords) await refuseBlankedPasswords(file, plan, match);
-  const secretColumns = secretColumnIndexes(plan);
-  if (secretColumns.length > 0 && !deps.keyring && !request.dryRun) {
+  if (secretColumnIndexes(plan).length > 0 && !deps.keyring && !request.dryRun) {
     throw new FileRejectedError(file, ['the file holds card data (AccountNumber/CVCode), and card data is only queued encrypted: set SUBSYNC_CARD_KEY (64 hex characters)']);
   }
+  if (!deps.keyring && !request.dryRun) await refuseClearPasswords(file, plan, read);
+  // Card cells and passwords: masked in the ledger, sealed in the job data.
+  const secretColumns = sealedColumnIndexes(plan);
 
   const { digest, wellFormed, rounded } = await scanFile(file, kind);
   options.roundedCardNumbers = rounded;
@@ -224,9 +225,10 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
   try {
     for await (const csvRow of csv.rows) {
       rows = csvRow.row;
-      const rowErrors = validateRow(plan, csvRow, options);
-      // Without card columns there is nothing to mask, and the cells are only serialised.
+      const checked = validateRow(plan, csvRow, options);
+      // Without card or password columns there is nothing to mask or scrub, and the cells are only serialised.
       const cells = secretColumns.length > 0 ? maskCells(plan, csvRow.cells) : csvRow.cells;
+      const rowErrors = secretColumns.length > 0 && checked.length > 0 ? withoutRowSecrets(checked, secretValues(plan, csvRow.cells)) : checked;
       const name = rowErrors.length > 0 ? null : jobNameOf(plan, csvRow.cells, options);
       const earlier = name !== null && guard ? earlierRow(guard, plan, csvRow, name, options) : undefined;
       if (name === null) {
@@ -243,7 +245,8 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
         let job = batch.jobs.get(block);
         if (!job) batch.jobs.set(block, (job = { importId, rows: [] }));
         job.rows.push(csvRow.row);
-        if (sealed) {
+        // A customers row without a password has nothing to seal: its ledger cells are what it sends.
+        if (sealed && (plan.kind !== 'customers' || secretColumns.some((index) => (csvRow.cells[index] ?? '') !== ''))) {
           const secrets: Record<string, string> = {};
           for (const index of secretColumns) secrets[String(index)] = csvRow.cells[index] ?? '';
           (job.secrets ??= {})[String(csvRow.row)] = sealSecrets(sealed, secrets);
@@ -328,11 +331,13 @@ async function validateAll(
   const errors: RowError[] = [];
   const offerCodes = new Set<string>();
   const guard = guardDuplicates ? new SeenKeys() : undefined;
+  const secrets = sealedColumnIndexes(plan).length > 0;
   const csv = await openCsv(file, read);
   try {
     for await (const csvRow of csv.rows) {
       rows = csvRow.row;
-      const rowErrors = validateRow(plan, csvRow, options);
+      const checked = validateRow(plan, csvRow, options);
+      const rowErrors = secrets && checked.length > 0 ? withoutRowSecrets(checked, secretValues(plan, csvRow.cells)) : checked;
       if (rowErrors.length > 0) {
         invalid++;
         if (errors.length < MAX_REPORTED_ERRORS) errors.push(...rowErrors.slice(0, MAX_REPORTED_ERRORS - errors.length));
@@ -370,6 +375,32 @@ function earlierRow(seen: SeenKeys, plan: ColumnPlan, row: CsvRow, name: JobName
     if (earlier !== 0) return `${what} as row ${earlier} of this file: not sent (--allow-duplicates sends such rows)`;
   }
   return undefined;
+}
+
+/** Row errors whose messages hold none of the row's secrets (a password typed into another column would be quoted). */
+function withoutRowSecrets(errors: RowError[], secrets: readonly string[]): RowError[] {
+  return errors.map((error) => ({ ...error, message: scrubSecrets(error.message, secrets) }));
+}
+
+/**
+ * Passwords travel as card data does, sealed in the job data, so a file
+ * with a password in it is refused without SUBSYNC_CARD_KEY, before
+ * anything is queued: read through until the first non-empty Password cell.
+ * A Password column left empty throughout holds nothing to seal.
+ */
+async function refuseClearPasswords(file: string, plan: ColumnPlan, read: ReadOptions): Promise<void> {
+  if (passwordColumn(plan) === undefined) return;
+  const csv = await openCsv(file, read);
+  try {
+    for await (const row of csv.rows) {
+      if ((cellOf(plan, row.cells, PASSWORD) ?? '') === '') continue;
+      throw new FileRejectedError(file, [
+        `the file holds passwords (row ${row.row} has one in its Password column), and passwords are only queued encrypted: set SUBSYNC_CARD_KEY (64 hex characters)`,
+      ]);
+    }
+  } finally {
+    csv.close();
+  }
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { Queues } from '../queue/queues.js';
 import { getRowJob, rowJobOptions } from '../queue/queues.js';
 import type { ImportStore, LedgerEntry } from '../store/importStore.js';
+import { hadPassword } from './edit.js';
 
 /** Rows `retry` takes: invalid rows need their data fixed first (edit and retry in the dashboard, or re-import). */
 const RETRYABLE = new Set(['failed', 'needs-review'] as const);
@@ -44,6 +45,11 @@ export async function retryRows(store: ImportStore, queues: Queues, importId: st
     if (record.kind !== 'customers' && job?.data.secrets === undefined) {
       // Card data lives only in the sealed job data, which is gone once the import settled.
       result.skipped.push({ row, reason: 'its card data is no longer held; import the corrected row again' });
+      continue;
+    }
+    if (job?.data.secrets === undefined && hadPassword(record, entry)) {
+      // So does a password: the ledger holds only its mask, which must never be sent.
+      result.skipped.push({ row, reason: 'its password is no longer held; enter it again (edit the row) or import the corrected row' });
       continue;
     }
     await store.reopenRow(importId, row, reopened);

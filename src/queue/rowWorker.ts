@@ -4,10 +4,11 @@ import type { RedisClient } from './redis.js';
 import type { Logger } from 'pino';
 import { PROCESSORS, READ_BACKS, type RowContext, type RowOutcome } from '../../jobs/index.js';
 import type { ApiClient } from '../api/client.js';
-import { ApiError, ApiRateLimitedError, ApiTimeoutError } from '../api/errors.js';
+import { ApiError, ApiRateLimitedError, ApiTimeoutError, withoutSecrets } from '../api/errors.js';
 import { openSecrets, sealSecrets, type CardKeyring } from '../cards/crypto.js';
-import { scrubCardNumbers } from '../api/rules.js';
 import type { ColumnPlan } from '../csv/columns.js';
+import { secretValues } from '../csv/rows.js';
+import { scrubSecrets } from '../secrets.js';
 import { JOB_LOCK_MS } from '../policy.js';
 import { SUCCESS_STATUSES, type ImportKind, type JobName } from '../outcomes.js';
 import { observeRetry, observeRowSettled } from '../metrics.js';
@@ -203,8 +204,11 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
         return { kind: 'deferred' };
       }
       return { kind: 'outcome', entry: outcomeEntry(entry, outcome), status: outcome.status };
-    } catch (error) {
-      if (error instanceof RowTakenError) return { kind: 'taken' };
+    } catch (caught) {
+      if (caught instanceof RowTakenError) return { kind: 'taken' };
+      // The row's own card number, CVC and password leave no trace in what follows: the ledger's
+      // reason, the job's failed reason and stack, the logs (src/secrets.ts).
+      const error = withoutSecrets(caught, secretValues(known.plan, run.cells));
       // This attempt's request cannot have been applied: nothing to reconcile next time.
       if ((sentNow || premarked) && error instanceof ApiError && !error.maybeApplied) await write({ ...entry, s: 'pending' });
       return { kind: 'error', error, entry, ctx };
@@ -550,8 +554,8 @@ function outcomeEntry(entry: LedgerEntry, outcome: RowOutcome): LedgerEntry {
   };
 }
 
-/** The reason stored for a row: the API's words when it gave some; never a request body. */
+/** The reason stored for a row: the API's words when it gave some; never a request body, nor anything card-shaped. */
 function describe(error: unknown): string {
-  if (error instanceof ApiError) return error.apiMessage ? `${error.apiMessage} (${error.code}${error.status ? ` ${error.status}` : ''})` : error.message;
-  return scrubCardNumbers(error instanceof Error ? error.message : String(error));
+  if (error instanceof ApiError) return scrubSecrets(error.apiMessage ? `${error.apiMessage} (${error.code}${error.status ? ` ${error.status}` : ''})` : error.message);
+  return scrubSecrets(error instanceof Error ? error.message : String(error));
 }

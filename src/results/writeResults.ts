@@ -24,7 +24,11 @@
  * are told to open errors.csv in a spreadsheet, and a cell such as
  * `=HYPERLINK(…)` must stay text there. The importer undoes exactly that
  * escape (src/csv/text.ts), so both files import again to the values the
- * operator wrote, a +33 phone number included.
+ * operator wrote, a +33 phone number included; but for card data and
+ * passwords, which are never written: a card number masked to its last four,
+ * a CVC empty, a password as `********` (which the importer refuses, rule
+ * `password-withheld`, rather than send). `_error` comes scrubbed of card
+ * data (src/import/finalize.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
@@ -34,6 +38,7 @@ import type { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { maskCardNumber } from '../api/rules.js';
 import { escapeFormula } from './formula.js';
+import { PASSWORD_MASK } from '../secrets.js';
 import { PROBLEM_STATUSES, type ImportKind, type RowStatus } from '../outcomes.js';
 
 /** One settled row, as the finaliser reads it from the import's ledger. */
@@ -89,6 +94,8 @@ export interface SecretColumns {
   cardNumber: readonly number[];
   /** CVCode columns: always emptied. */
   cvc: readonly number[];
+  /** A customers file's Password column: a non-empty cell written as PASSWORD_MASK (src/secrets.ts). */
+  password?: readonly number[];
 }
 
 export interface WriteImportResultsInput {
@@ -244,7 +251,7 @@ class ChunkedFile {
 /**
  * The cells as written: fitted to the header count (a short row padded with
  * empty cells, extra cells dropped) so the outcome columns always line up,
- * and card data masked again as defence in depth.
+ * and card data and passwords masked again as defence in depth.
  */
 function outputCells(cells: readonly string[], width: number, secretColumns: SecretColumns): string[] {
   const out = Array.from({ length: width }, (_, index) => cells[index] ?? '');
@@ -253,11 +260,12 @@ function outputCells(cells: readonly string[], width: number, secretColumns: Sec
     if (cell !== undefined && cell.replace(/\D/g, '').length > 4) out[index] = maskCardNumber(cell);
   }
   for (const index of secretColumns.cvc) out[index] = '';
+  for (const index of secretColumns.password ?? []) if (out[index] !== '') out[index] = PASSWORD_MASK;
   return out;
 }
 
 function checkSecretColumns(secretColumns: SecretColumns, width: number): void {
-  for (const index of [...secretColumns.cardNumber, ...secretColumns.cvc]) {
+  for (const index of [...secretColumns.cardNumber, ...secretColumns.cvc, ...(secretColumns.password ?? [])]) {
     if (!Number.isInteger(index) || index < 0 || index >= width) {
       throw new RangeError(`secret column index ${index} is outside the ${width} input columns`);
     }

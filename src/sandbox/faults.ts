@@ -10,6 +10,8 @@ export const SandboxFaultsPatchSchema = z
     errorAfterApplyRate: probability,
     rateLimit: z.number().min(0),
     dropAfterCommitRate: probability,
+    echoCardData: probability,
+    echoCardDataStatus: z.number().int().min(400).max(599),
   })
   .partial();
 
@@ -25,6 +27,15 @@ export interface SandboxFaults {
   rateLimit: number;
   /** Probability that an applied POST/PUT gets no answer: the socket is destroyed. */
   dropAfterCommitRate: number;
+  /**
+   * Probability that a request carrying card data (a sign-up, a payment-method
+   * update) is refused, unapplied, with a Message quoting its card number as
+   * sent and dotted, and its CVC: a service whose words must never be kept
+   * as they are.
+   */
+  echoCardData: number;
+  /** The status of those refusals: 400 (declined, for good) by default; a 5xx is retried. */
+  echoCardDataStatus: number;
 }
 
 export const NO_FAULTS: SandboxFaults = {
@@ -33,6 +44,8 @@ export const NO_FAULTS: SandboxFaults = {
   errorAfterApplyRate: 0,
   rateLimit: 0,
   dropAfterCommitRate: 0,
+  echoCardData: 0,
+  echoCardDataStatus: 400,
 };
 
 /** What the sandbox has answered and injected, for tests and benchmarks. */
@@ -44,7 +57,7 @@ export interface SandboxStats {
   /** Answers by HTTP status ("dropped" for commit-then-drop). */
   byStatus: Record<string, number>;
   /** Faults injected, by kind. */
-  faults: { error5xx: number; error5xxAfterApply: number; rateLimited: number; droppedAfterCommit: number };
+  faults: { error5xx: number; error5xxAfterApply: number; rateLimited: number; droppedAfterCommit: number; echoedCardData: number };
   /** POST/PUT requests whose change was applied (whatever the client then heard). */
   applied: number;
   /** Epoch ms of the first and last /json request, to compute achieved rates. */
@@ -57,7 +70,7 @@ export function emptyStats(): SandboxStats {
     requests: 0,
     byEndpoint: {},
     byStatus: {},
-    faults: { error5xx: 0, error5xxAfterApply: 0, rateLimited: 0, droppedAfterCommit: 0 },
+    faults: { error5xx: 0, error5xxAfterApply: 0, rateLimited: 0, droppedAfterCommit: 0, echoedCardData: 0 },
     applied: 0,
     firstRequestAt: undefined,
     lastRequestAt: undefined,
@@ -87,4 +100,23 @@ export class SlidingWindowLimiter {
     const oldest = this.admitted[this.head] ?? now;
     return Math.max(1, Math.ceil((oldest + 1000 - now) / 1000));
   }
+}
+
+const EchoedCardSchema = z.object({ AccountNumber: z.string(), CVCode: z.string().optional() });
+
+/**
+ * The Message of an echoCardData refusal of `body`, or undefined when the
+ * body carries no card: "Card 4111111111111111 (4111.1111.1111.1111) cvc 737
+ * was declined", the words a careless service or payment processor uses.
+ */
+export function cardEchoMessage(body: unknown, status: number): string | undefined {
+  const holder = typeof body === 'object' && body !== null ? (body as Record<string, unknown>) : {};
+  const card = EchoedCardSchema.safeParse(holder.CreditCardInfo ?? holder.CreditCard);
+  if (!card.success) return undefined;
+  const number = card.data.AccountNumber;
+  const dotted = number.match(/.{1,4}/g)?.join('.') ?? number;
+  const cvc = card.data.CVCode === undefined || card.data.CVCode === '' ? 'none' : card.data.CVCode;
+  return status >= 500
+    ? `Payment processor error charging card ${number} (${dotted}) cvc ${cvc}, expiry unknown`
+    : `Card ${number} (${dotted}) cvc ${cvc} was declined`;
 }

@@ -12,13 +12,16 @@ import {
   UpdatePaymentMethodRequestSchema,
   describeZodError,
 } from '../api/schemas/index.js';
-import { NO_FAULTS, SandboxFaultsPatchSchema, SlidingWindowLimiter, emptyStats, type SandboxFaults, type SandboxStats } from './faults.js';
+import { NO_FAULTS, SandboxFaultsPatchSchema, SlidingWindowLimiter, cardEchoMessage, emptyStats, type SandboxFaults, type SandboxStats } from './faults.js';
 import { SandboxRefusal, createStore, type SandboxStore } from './store.js';
 
 export type { SandboxFaults, SandboxStats } from './faults.js';
 
 /** The Message of every successful answer: the sandbox's success indicator. */
 export const SANDBOX_SUCCESS_MESSAGE = 'OK';
+
+/** The endpoints whose requests carry card data: what the echoCardData fault quotes. */
+const CARD_ENDPOINTS: ReadonlySet<Endpoint> = new Set(['signUp', 'updatePaymentMethod']);
 
 /** Request bodies larger than this are refused with 413. */
 const MAX_BODY_BYTES = 1024 * 1024;
@@ -129,6 +132,14 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
       const read = await readJsonBody(req);
       if (!read.ok) return answer(res, read.status, { Message: read.message });
       body = read.body;
+    }
+
+    if (faults.echoCardData > 0 && CARD_ENDPOINTS.has(route.endpoint) && random() < faults.echoCardData) {
+      const message = cardEchoMessage(body, faults.echoCardDataStatus);
+      if (message !== undefined) {
+        stats.faults.echoedCardData++;
+        return answer(res, faults.echoCardDataStatus, { Message: message });
+      }
     }
 
     let result: Record<string, unknown>;

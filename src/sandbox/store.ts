@@ -62,6 +62,8 @@ export interface SandboxStore {
   customers(): readonly Customer[];
   /** How many customers there are, without copying them (`/_sandbox/stats`). */
   customerCount(): number;
+  /** The password a customer was given (never in an answer): for tests of what was sent. */
+  passwordOf(customerId: string): string | undefined;
   /** Identities (first name, last name, email; trimmed, lower-cased) held by more than one customer. */
   duplicateIdentities(): DuplicateIdentity[];
   subscriptions(): readonly StoredSubscription[];
@@ -210,6 +212,10 @@ export function createStore(options: StoreOptions = {}): SandboxStore {
 
     customers: () => ordered.map(present),
     customerCount: () => ordered.length,
+    passwordOf: (customerId) => {
+      const customer = ordered[Number(customerId) - FIRST_CUSTOMER_ID];
+      return customer?.CustomerID === customerId ? customer.Password : undefined;
+    },
     duplicateIdentities: () => findDuplicateIdentities(ordered),
     subscriptions: () => subscriptions,
     paymentMethod: (key) => paymentMethods.get(key.toLowerCase()),

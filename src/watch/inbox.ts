@@ -36,9 +36,9 @@ import { statSync } from 'node:fs';
 import { chmod, readFile, rm, stat, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import pLimit from 'p-limit';
-import { detectKind } from '../csv/columns.js';
+import { cleanHeader, detectKind, resolvePath } from '../csv/columns.js';
 import { ColumnMapError, CsvFormatError, FileRejectedError } from '../csv/errors.js';
-import { readHeaders } from '../csv/reader.js';
+import { openCsv, readHeaders } from '../csv/reader.js';
 import { importFile } from '../import/producer.js';
 import { importStatus, type ImportStatus } from '../import/status.js';
 import { IMPORT_KINDS, type ImportKind } from '../outcomes.js';
@@ -336,7 +336,7 @@ export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
 
   async function settle(file: FolderFile, kind: ImportKind, importId: string, status: ImportStatus): Promise<void> {
     const { resultsDir, counts } = status;
-    if (CARD_KINDS.has(kind) && cardRetentionMs === 0) {
+    if (cardRetentionMs === 0 && (CARD_KINDS.has(kind) || (await holdsCardData(file.path)))) {
       await rm(file.path, { force: true });
       log.info({ file: file.name, importId, resultsDir, counts }, 'inbox file settled; deleted at once (card data)');
       return;
@@ -490,7 +490,7 @@ function reasonsOf(error: FileRejectedError | CsvFormatError | ColumnMapError): 
 }
 
 /** Added to the error file of a rejected file that held card data. */
-const CARD_FILE_DELETED = 'The file held card data, so it was deleted rather than kept here: card numbers are never kept in clear. Fix your own copy and drop it again.\n';
+const CARD_FILE_DELETED = 'The file held card data or passwords, so it was deleted rather than kept here: they are never kept in clear. Fix your own copy and drop it again.\n';
 
 /** The text of `<name>.error.txt`. */
 function rejectionText(name: string, reasons: readonly string[], partialImportId: string | undefined): string {
@@ -511,10 +511,31 @@ function changedText(name: string, change: string, what: string): string {
   ].join('\n');
 }
 
-/** Whether a processed file holds card numbers: its headers say signups or cards. */
+/**
+ * Whether a processed file holds card numbers (its headers say signups or
+ * cards) or passwords (a customers file with a value in its Password
+ * column): kept like card data, never longer than the card retention.
+ */
 async function holdsCardData(file: string): Promise<boolean> {
   try {
-    return CARD_KINDS.has(detectKind({ headers: await readHeaders(file), file }));
+    const headers = await readHeaders(file);
+    const kind = detectKind({ headers, file });
+    if (CARD_KINDS.has(kind)) return true;
+    const password = kind === 'customers' ? headers.findIndex((header) => resolvePath(kind, cleanHeader(header)) === 'Password') : -1;
+    if (password < 0) return false;
+    try {
+      const csv = await openCsv(file);
+      try {
+        for await (const row of csv.rows) if ((row.cells[password] ?? '') !== '') return true;
+      } finally {
+        csv.close();
+      }
+    } catch (error) {
+      // A file that does not parse to its end may hold a password past where it broke.
+      if (isRejection(error)) return true;
+      throw error;
+    }
+    return false;
   } catch (error) {
     if (isRejection(error)) return false;
     throw error;

@@ -3,8 +3,8 @@
  * and a rejected file that may hold one is not kept at all.
  *
  * - {@link scrubCardNumbers} masks every run of 12 or more digits, whatever
- *   separates them (up to three of space, tab, dash or dot between digits, as in `4111 - 1111`), to
- *   its last four: `4111 1111-1111.1111` becomes `************1111`. Longer
+ *   separates them (up to three of space, tab, dash, dot or slash between digits, as in `4111 - 1111`), to
+ *   its last four (src/secrets.ts): `4111 1111-1111.1111` becomes `************1111`. Longer
  *   runs than a card's 19 digits are masked too: better a masked order number
  *   than a card number left in a run of digits beside it.
  * - {@link containsCardNumber} tells whether a file holds a card-number-shaped
@@ -12,18 +12,14 @@
  *   chunks whatever the file's size.
  */
 import { createReadStream } from 'node:fs';
+import { scrubSecrets } from '../secrets.js';
 
-const DIGIT_RUN = /\d(?:[ \t.-]{0,3}\d){11,}/g;
+/** What containsCardNumber looks for (scrubSecrets masks the same runs, slashes too). */
+const DIGIT_RUN = /\d(?:[ \t./-]{0,3}\d){11,}/g;
 
-/** The last four digits, the others as `*`. */
-function maskRun(run: string): string {
-  const digits = run.replace(/\D/g, '');
-  return `${'*'.repeat(digits.length - 4)}${digits.slice(-4)}`;
-}
-
-/** `text` with every run of 12+ digits (any separators) masked to its last four. */
+/** `text` with every run of 12+ digits (any separators) masked to its last four: {@link scrubSecrets}. */
 export function scrubCardNumbers(text: string): string {
-  return text.replace(DIGIT_RUN, maskRun);
+  return scrubSecrets(text);
 }
 
 /** The Luhn check of a string of digits. */

@@ -286,6 +286,22 @@ describe('refusals', () => {
 });
 
 describe('faults', () => {
+  it("an answer echoing the request's card is an error that never holds it: message, words, stack, JSON", async () => {
+    sandbox.setFaults({ echoCardData: 1 });
+    const declined = await apiFailure(client.signUp(signupRequest({ card: { AccountNumber: '4111111111111111', CVCode: '737' } })));
+    sandbox.setFaults({ echoCardDataStatus: 503 });
+    const key = SEED_PAYMENT_METHOD_KEYS[0] ?? '';
+    const failed = await apiFailure(client.updatePaymentMethod(key, { CreditCard: { ...cardInfo({ AccountNumber: '5555555555554444', CVCode: '1234' }), PaymentMethodKey: key } }));
+    expect(declined).toMatchObject({ status: 400, transient: false, apiMessage: 'Card ************1111 (************1111) cvc *** was declined' });
+    expect(failed).toMatchObject({ status: 503, transient: true });
+    for (const error of [declined, failed]) {
+      for (const text of [error.message, error.apiMessage ?? '', error.stack ?? '', JSON.stringify(error.toJSON())]) {
+        expect(text).toContain('cvc ***');
+        expect(text).not.toMatch(/4111\D?1111\D?1111\D?1111|5555\D?5555\D?5555\D?4444|\b737\b|\b1234\b/);
+      }
+    }
+  });
+
   it('a 5xx before applying is transient, and nothing was created', async () => {
     sandbox.setFaults({ errorRate: 1 });
     const before = sandbox.store.customers().length;

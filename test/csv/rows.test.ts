@@ -1,12 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { CustomerInputSchema, SignupRequestSchema, UpdatePaymentMethodRequestSchema, type CustomerInput } from '../../src/api/schemas/index.js';
 import { planColumns, type ColumnPlan } from '../../src/csv/columns.js';
+import { PASSWORD_MASK } from '../../src/secrets.js';
 import {
   buildCardUpdate,
   buildCustomerInput,
   buildSignupRequest,
   cellOf,
   maskCells,
+  secretValues,
   secretColumnIndexes,
   show,
   toApiExpiry,
@@ -391,6 +393,27 @@ describe('masking', () => {
     expect(maskCells(signups.plan, signups.cells())[7]).toBe('');
     expect(maskCells(customers.plan, customers.cells())).toEqual(customers.cells());
     expect(maskCells(cards.plan, cards.cells({ AccountNumber: '' }))[1]).toBe('');
+  });
+
+  it('maskCells: a masked row masked again is the same (cells are masked again where they are shown)', () => {
+    const once = maskCells(cards.plan, cards.cells());
+    expect(maskCells(cards.plan, once)).toEqual(once);
+  });
+
+  it('maskCells: a password given is written as the mask, an empty one stays empty; a misaligned row masks every cell it may have moved to', () => {
+    const withPassword = fixture('customers', { FirstName: 'Ada', LastName: 'Lovelace', Password: 'hunter2 ', City: 'London' });
+    expect(maskCells(withPassword.plan, withPassword.cells())).toEqual(['Ada', 'Lovelace', PASSWORD_MASK, 'London']);
+    expect(maskCells(withPassword.plan, withPassword.cells({ Password: '' }))).toEqual(['Ada', 'Lovelace', '', 'London']);
+    expect(maskCells(withPassword.plan, ['Ada', 'Love', 'lace', 'hunter2', 'London'])).toEqual(['Ada', 'Love', PASSWORD_MASK, PASSWORD_MASK, 'London']);
+    expect(maskCells(withPassword.plan, ['Ada', 'hunter2', 'London'])).toEqual(['Ada', PASSWORD_MASK, PASSWORD_MASK]);
+    expect(secretValues(withPassword.plan, withPassword.cells())).toEqual(['hunter2 ']);
+  });
+
+  it('refuses a Password cell holding the mask of the result files (rule password-withheld)', () => {
+    const withPassword = fixture('customers', { FirstName: 'Ada', LastName: 'Lovelace', Password: PASSWORD_MASK });
+    const error = onlyError(validateRow(withPassword.plan, { row: 1, line: 2, cells: withPassword.cells() }, { expiryFormat: 'MMYY' }));
+    expect(error.rule).toBe('password-withheld');
+    expect(error.message).toContain('column "Password": holds ********, which subsync writes in its result files in place of a password');
   });
 
   it('maskCells: a misaligned card row has every card-like and CVC-like cell masked, wherever it is', () => {

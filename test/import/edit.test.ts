@@ -65,7 +65,7 @@ describe('editAndRetryRow', () => {
     const id = signups.importId;
     expect((await refusal(editAndRetryRow(store, queues, keyring, id, 1, { 'CreditCardInfo.AccountNumber': '4111111111111111' }))).reason).toBe('card-column');
     // The row never ran: its card number was never sealed into a job, and the ledger holds it masked.
-    expect(await cardFieldsOf(store, queues, keyring, id, 1)).toEqual({ accountNumber: true, accountNumberNeeded: true, cvCode: true });
+    expect(await cardFieldsOf(store, queues, keyring, id, 1)).toEqual({ accountNumber: true, accountNumberNeeded: true, cvCode: true, password: false, passwordNeeded: false, passwordHeld: false });
     expect((await refusal(editAndRetryRow(store, queues, keyring, id, 1, { 'Customer.EmailAddress': 'ana@example.br' }))).reason).toBe('card-needed');
     const badCard = await refusal(editAndRetryRow(store, queues, keyring, id, 1, { 'Customer.EmailAddress': 'ana@example.br' }, { AccountNumber: '4111111111111112', CVCode: '737' }));
     expect(badCard.rowErrors.map((e) => e.rule)).toEqual(['card-number']);

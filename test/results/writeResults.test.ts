@@ -3,6 +3,7 @@ import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse } from 'csv-parse/sync';
+import { PASSWORD_MASK } from '../../src/secrets.js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ROW_STATUSES, type RowStatus } from '../../src/outcomes.js';
 import { stringify } from 'csv-stringify/sync';
@@ -173,6 +174,16 @@ describe('writeImportResults', () => {
       ['************4444', ''],
       ['*2345', ''],
     ]);
+  });
+
+  it('writes a password as ******** (an empty one empty)', async () => {
+    const rows = [
+      row(1, 'failed', ['A', 'B', '', '', '', 'hunter2'], { error: 'refused' }),
+      row(2, 'created', ['C', 'D', '', '', '', '']),
+    ];
+    const files = await writeImportResults({ dir: root, headers: HEADERS, secretColumns: { ...NO_SECRETS, password: [5] }, rows: iterate(rows), summary: summaryOf(rows) });
+    for (const file of [files.results, files.errors]) expect(await readFile(file, 'utf8')).not.toContain('hunter2');
+    expect((await readCsv(files.results)).slice(1).map((cells) => cells[5])).toEqual([PASSWORD_MASK, '']);
   });
 
   it('refuses secret column indexes outside the headers before writing anything', async () => {

@@ -30,3 +30,21 @@ describe('subsync sandbox --seed-customers', () => {
     expect(run.stderr()).toContain('--seed-customers');
   });
 });
+
+describe('subsync sandbox --echo-card-data', () => {
+  it('refuses card requests quoting their card, as told on the command line', async () => {
+    const run = subsync(['sandbox', '--port', '0', '--echo-card-data', '1', '--echo-card-data-status', '502']);
+    const [, url] = await waitForOutput(run, /listening on (http:\/\/\S+)/);
+    await waitForOutput(run, /echo-card-data rate 1 \(status 502\)/);
+    const faults = z.object({ echoCardData: z.number(), echoCardDataStatus: z.number() }).parse(await (await fetch(`${url}/_sandbox/faults`)).json());
+    expect(faults).toEqual({ ...faults, echoCardData: 1, echoCardDataStatus: 502 });
+    run.child.kill('SIGTERM');
+    expect((await run.exited).code).toBe(0);
+  });
+
+  it('refuses a status that is not an HTTP error', async () => {
+    const run = subsync(['sandbox', '--echo-card-data-status', '200']);
+    expect((await run.exited).code).toBe(64);
+    expect(run.stderr()).toContain('--echo-card-data-status');
+  });
+});

@@ -5,7 +5,7 @@ import { SlidingWindowLimiter } from '../../src/sandbox/faults.js';
 import { personAt } from '../../src/sandbox/population.js';
 import { SEED_PAYMENT_METHOD_KEYS } from '../../src/sandbox/seed.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
-import { customerInput } from '../support/bodies.js';
+import { cardInfo, customerInput, signupRequest } from '../support/bodies.js';
 import { messageOf, rawRequest } from '../support/http.js';
 
 describe('SlidingWindowLimiter', () => {
@@ -47,6 +47,32 @@ describe('sandbox service', () => {
     await rawRequest(`${sandbox.url}/_sandbox/faults`, { method: 'PUT', body: JSON.stringify({ errorRate: 0 }) });
     const stats = await rawRequest(`${sandbox.url}/_sandbox/stats`);
     expect(stats.json).toMatchObject({ faults: { error5xx: 1 }, byStatus: { 503: 1 }, byEndpoint: { getOffer: 1 }, customers: SEED_PAYMENT_METHOD_KEYS.length });
+  });
+
+  it('echoes card data in its refusals of card requests when told to, unapplied, and in nothing else', async () => {
+    sandbox.resetStats();
+    const customers = sandbox.store.customerCount();
+    const set = await rawRequest(`${sandbox.url}/_sandbox/faults`, { method: 'PUT', body: JSON.stringify({ echoCardData: 1 }) });
+    expect(set.json).toMatchObject({ echoCardData: 1, echoCardDataStatus: 400 });
+    const declined = await rawRequest(`${sandbox.url}/json/signups`, { method: 'POST', body: JSON.stringify(signupRequest({ card: { AccountNumber: '4111111111111111', CVCode: '737' } })) });
+    expect(declined.status).toBe(400);
+    expect(messageOf(declined.json)).toBe('Card 4111111111111111 (4111.1111.1111.1111) cvc 737 was declined');
+    expect(sandbox.store.customerCount()).toBe(customers);
+
+    sandbox.setFaults({ echoCardDataStatus: 500 });
+    const key = SEED_PAYMENT_METHOD_KEYS[0] ?? '';
+    const failed = await rawRequest(`${sandbox.url}/json/paymentmethods/${key}`, {
+      method: 'PUT',
+      body: JSON.stringify({ CreditCard: { ...cardInfo({ AccountNumber: '5555555555554444', CVCode: '' }), PaymentMethodKey: key } }),
+    });
+    expect(failed.status).toBe(500);
+    expect(messageOf(failed.json)).toMatch(/card 5555555555554444 \(5555\.5555\.5555\.4444\) cvc none/);
+    expect(sandbox.store.paymentMethod(key)?.updates).toBe(0);
+    // Requests without card data are answered as ever.
+    const created = await rawRequest(`${sandbox.url}/json/customers`, { method: 'POST', body: JSON.stringify(customerInput({ LastName: 'Unechoed' })) });
+    expect(created.status).toBe(200);
+    sandbox.setFaults({ echoCardData: 0, echoCardDataStatus: 400 });
+    expect(sandbox.stats().faults.echoedCardData).toBe(2);
   });
 
   it('lists every customer for checks, and counts applied changes', async () => {

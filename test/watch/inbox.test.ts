@@ -185,6 +185,17 @@ describe('the inbox watcher, on real Redis and the sandbox', () => {
     expect(await filesIn(folder(pipeline, 'done'))).toEqual(['customers.csv']);
   });
 
+  it('deletes a processed customers file holding passwords like a card file; one whose Password column is empty goes to done/', async () => {
+    pipeline = await startPipeline();
+    await watch(pipeline);
+    await drop(pipeline, 'customers/blank-passwords.csv', 'FirstName,LastName,Password\nBlank,Password,\n');
+    await drop(pipeline, 'customers/passwords.csv', 'FirstName,LastName,Password\nWith,Password,s3cret-Pa55\n');
+    await fileAppears(folder(pipeline, 'done', 'blank-passwords.csv'));
+    await until(async () => ((await finishedImports(pipeline!)).has('passwords.csv') && (await filesIn(folder(pipeline!, 'processing', 'customers'))).length === 0 ? true : undefined), 'passwords.csv to settle');
+    expect(await filesIn(folder(pipeline, 'done'))).toEqual(['blank-passwords.csv']);
+    expect(pipeline.logs()).not.toContain('s3cret-Pa55');
+  });
+
   it('takes a file only after its size and mtime have held for the settle time, measured again after each change', async () => {
     pipeline = await startPipeline();
     let now = 1_000_000;
@@ -332,8 +343,8 @@ describe('the inbox watcher, on real Redis and the sandbox', () => {
     }
     const cardsError = await readFile(folder(pipeline, 'failed', 'cards-typo.csv.error.txt'), 'utf8');
     expect(cardsError).toContain('"AccountNumbr"');
-    expect(cardsError).toContain('held card data, so it was deleted');
-    expect(await readFile(folder(pipeline, 'failed', 'mystery-cards.csv.error.txt'), 'utf8')).toContain('held card data, so it was deleted');
+    expect(cardsError).toContain('held card data or passwords, so it was deleted');
+    expect(await readFile(folder(pipeline, 'failed', 'mystery-cards.csv.error.txt'), 'utf8')).toContain('held card data or passwords, so it was deleted');
     expect(await readFile(folder(pipeline, 'failed', 'pasted.csv.error.txt'), 'utf8')).toContain('************1111');
     expect(await readFile(folder(pipeline, 'failed', 'typo.csv.error.txt'), 'utf8')).not.toContain('card data');
     expect(count(pipeline.logs(), 'inbox file rejected; deleted, as it holds card data')).toBe(3);
@@ -349,7 +360,7 @@ describe('the inbox watcher, on real Redis and the sandbox', () => {
     expect(await filesIn(folder(pipeline, 'failed'))).toEqual(['signups.csv.error.txt']);
     const text = await readFile(folder(pipeline, 'failed', 'signups.csv.error.txt'), 'utf8');
     expect(text).toContain('SUBSYNC_CARD_KEY');
-    expect(text).toContain('held card data, so it was deleted');
+    expect(text).toContain('held card data or passwords, so it was deleted');
   });
 
   it('empties failed/ of files past the retention, of card data in clear left there, and of modes others can read', async () => {
