@@ -91,8 +91,11 @@ describe('subsync import', () => {
     const stats = pipeline.sandbox.stats();
     const seconds = ((stats.lastRequestAt ?? 0) - (stats.firstRequestAt ?? 0)) / 1000;
     const achieved = (stats.requests - 1) / seconds;
-    // One create per row, and one page that builds the customer index the duplicate guard reads (five seeded customers).
-    expect(stats.byEndpoint).toEqual({ createCustomer: 150, searchCustomers: 1 });
+    // One create per row; one page that builds the customer index the duplicate guard reads (five seeded customers),
+    // and a read of the listing's end each time the index is over 30 s old (none, or one or two on a busy machine).
+    expect(stats.byEndpoint.createCustomer).toBe(150);
+    expect(stats.byEndpoint.searchCustomers).toBeGreaterThanOrEqual(1);
+    expect(stats.byEndpoint.searchCustomers).toBeLessThanOrEqual(3);
     expect(achieved).toBeLessThanOrEqual(rate * 1.1);
     const settledBy = workers.map((w) => (w.stderr().match(/"row settled"/g) ?? []).length);
     expect(settledBy[0]! + settledBy[1]!).toBe(150);

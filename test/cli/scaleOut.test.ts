@@ -97,9 +97,12 @@ describe('three worker processes on one Redis', () => {
         `${stats.requests} requests in ${(span / 1000).toFixed(1)} s; 429s: ${stats.faults.rateLimited}`,
     );
     expect(stats.faults.rateLimited).toBe(0);
-    // One create per row, and one page that builds the customer index the duplicate guard reads.
-    expect(stats.byEndpoint).toEqual({ createCustomer: ROWS, searchCustomers: 1 });
-    expect(arrivals).toHaveLength(ROWS + 1);
+    // One create per row; one page that builds the customer index the duplicate guard reads, and a read of
+    // the listing's end each time the index is over 30 s old (none, or one or two on a busy machine).
+    expect(stats.byEndpoint.createCustomer).toBe(ROWS);
+    expect(stats.byEndpoint.searchCustomers).toBeGreaterThanOrEqual(1);
+    expect(stats.byEndpoint.searchCustomers).toBeLessThanOrEqual(3);
+    expect(arrivals).toHaveLength(stats.requests);
     for (const w of windows) expect(w.most, `requests in ${w.ms} ms`).toBeLessThanOrEqual(w.allowed);
   });
 });
