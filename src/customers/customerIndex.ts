@@ -17,7 +17,8 @@
  *   listpack in Redis (a few bytes of overhead an entry, where one key per
  *   customer would cost about 70);
  * - a full refresh writes a new generation and switches to it at the end, so
- *   readers never see a half-built index; the old one is then deleted.
+ *   readers never see a half-built index; the one it replaced is deleted at
+ *   the following switch (a reader may still hold its meta for a moment).
  * - `<prefix>:cix:claims` (hash): identity digest → `importId:row` of a row
  *   whose create is under way, so two imports of one person never both send
  *   (see claimIdentity).
@@ -30,6 +31,8 @@ import { digestOf, fieldKey, identityKey } from './identity.js';
 /** What kind of key an index lookup is for: `i`dentity, or a field's value. */
 export type KeyKind = 'i' | string;
 
+/** How long a process keeps the index's meta before reading it again. */
+const META_CACHE_MS = 250;
 /** Average entries per bucket the index is sized for: well under Redis's 128-entry listpack limit for hashes. */
 const ENTRIES_PER_BUCKET = 50;
 /** Room left for the customers created after a full build, before the next one resizes. */
@@ -115,7 +118,18 @@ if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL'
 return 0
 `;
 
+// Moves the index's end after a delta read, if the generation is still the one read from.
+// KEYS: meta. ARGV: gen, refreshedAt, total, lastId, customers read.
+const MOVE_END_SCRIPT = `
+if redis.call('HGET', KEYS[1], 'gen') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'refreshedAt', ARGV[2], 'total', ARGV[3], 'lastId', ARGV[4])
+redis.call('HINCRBY', KEYS[1], 'count', tonumber(ARGV[5]))
+redis.call('HINCRBY', KEYS[1], 'deltas', 1)
+return 1
+`;
+
 const addScript = luaScript(ADD_SCRIPT);
+const moveEndScript = luaScript(MOVE_END_SCRIPT);
 const removeScript = luaScript(REMOVE_SCRIPT);
 const claimScript = luaScript(CLAIM_SCRIPT);
 const releaseScript = luaScript(RELEASE_SCRIPT);
@@ -154,7 +168,7 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
     if (keys.length > 0) await script.run(redis, keys, args);
   }
 
-  async function meta(): Promise<IndexMeta | undefined> {
+  async function readMeta(): Promise<IndexMeta | undefined> {
     const hash = await redis.hgetall(metaKey);
     if (hash.gen === undefined) return undefined;
     const n = (field: string): number => Number(hash[field] ?? 0);
@@ -171,6 +185,23 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
       deltas: n('deltas'),
     };
   }
+
+  // Every create and read-back asks for the meta: it is kept here for a moment (META_CACHE_MS). A
+  // generation outlives its replacement's switch by one more build, so a reader that still holds the
+  // meta of the one before finds its keys; the index's own writes read it afresh.
+  let cached: { at: number; meta: Promise<IndexMeta | undefined> } | undefined;
+  function meta(options: { fresh?: boolean } = {}): Promise<IndexMeta | undefined> {
+    const now = Date.now();
+    if (options.fresh || !cached || now - cached.at > META_CACHE_MS) {
+      const read = readMeta();
+      cached = { at: now, meta: read };
+      read.catch(() => (cached = undefined));
+    }
+    return cached.meta;
+  }
+  const forget = (): void => {
+    cached = undefined;
+  };
 
   return {
     meta,
@@ -191,7 +222,8 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
      * replaces. `state` is what the listing showed.
      */
     async commit(build: IndexBuild, state: Pick<IndexMeta, 'builtAt' | 'refreshedAt' | 'total' | 'lastId' | 'count' | 'appendOnly'>): Promise<void> {
-      const previous = await meta();
+      const previous = await meta({ fresh: true });
+      const older = await redis.hmget(metaKey, 'prevGen', 'prevBuckets', 'prevFields');
       await redis.hset(metaKey, {
         gen: String(build.gen),
         buckets: String(build.buckets),
@@ -203,8 +235,14 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
         count: String(state.count),
         appendOnly: state.appendOnly ? '1' : '0',
         deltas: '0',
+        ...(previous && previous.gen !== build.gen ? { prevGen: String(previous.gen), prevBuckets: String(previous.buckets), prevFields: JSON.stringify(previous.fields) } : {}),
       });
-      if (previous && previous.gen !== build.gen) await dropGeneration(redis, prefix, previous);
+      forget();
+      // The generation before the one just replaced goes now; the one just replaced at the next switch.
+      const [olderGen, olderBuckets, olderFields] = older;
+      if (previous && previous.gen !== build.gen && olderGen && olderGen !== String(build.gen)) {
+        await dropGeneration(redis, prefix, { gen: Number(olderGen), buckets: Number(olderBuckets), fields: parseFields(olderFields ?? undefined) });
+      }
     },
 
     /** Abandons a build (its listing failed): its keys go. */
@@ -217,17 +255,14 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
      * read (then `state` moves the index's end), or created or read by
      * subsync itself (no state: the end of the listing is not known).
      */
-    async remember(customers: readonly Customer[], state?: Pick<IndexMeta, 'refreshedAt' | 'total' | 'lastId'>): Promise<void> {
-      const current = await meta();
+    async remember(customers: readonly Customer[], state?: Pick<IndexMeta, 'refreshedAt' | 'total' | 'lastId'> & { gen: number }): Promise<void> {
+      const current = await meta({ fresh: state !== undefined });
       if (!current) return;
       await write(addScript, current, customers);
       if (!state) return;
-      await redis
-        .multi()
-        .hset(metaKey, { refreshedAt: String(state.refreshedAt), total: String(state.total), lastId: state.lastId })
-        .hincrby(metaKey, 'count', customers.length)
-        .hincrby(metaKey, 'deltas', 1)
-        .exec();
+      // Only onto the generation the delta read from: one switched in meanwhile has its own end.
+      await moveEndScript.run(redis, [metaKey], [String(state.gen), String(state.refreshedAt), String(state.total), state.lastId, String(customers.length)]);
+      forget();
     },
 
     /** Moves a customer's keys after subsync changed it (an update of names or email). */
@@ -241,6 +276,7 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
     /** Marks the index as behind: only a full refresh makes it current again (the listing did not grow at its end). */
     async markStale(): Promise<void> {
       await redis.hset(metaKey, { refreshedAt: '0' });
+      forget();
     },
 
     /** The CustomerIDs under each key (empty when none), in order. */

@@ -163,7 +163,8 @@ export async function refreshFull(input: RefreshDeps, fields: readonly string[] 
     await deps.index.abandon(build).catch(() => undefined);
     throw error;
   }
-  return { kind: 'full', requests: requests(), read: (await deps.index.meta())?.count ?? 0, meta: await deps.index.meta() };
+  const meta = await deps.index.meta({ fresh: true });
+  return { kind: 'full', requests: requests(), read: meta?.count ?? 0, meta };
 }
 
 /**
@@ -174,16 +175,16 @@ export async function refreshFull(input: RefreshDeps, fields: readonly string[] 
  */
 export async function refreshDelta(input: RefreshDeps): Promise<RefreshOutcome | undefined> {
   const { deps, requests } = counted(input);
-  const meta = await deps.index.meta();
+  const meta = await deps.index.meta({ fresh: true });
   if (!meta?.appendOnly || meta.refreshedAt === 0) return undefined;
   const tail = await readTail(deps, meta);
   if (!tail) {
     await deps.index.markStale();
     return undefined;
   }
-  await deps.index.remember(tail.customers, { refreshedAt: tail.startedAt, total: tail.total, lastId: tail.lastId });
+  await deps.index.remember(tail.customers, { gen: meta.gen, refreshedAt: tail.startedAt, total: tail.total, lastId: tail.lastId });
   await deps.onCustomers?.(tail.customers);
-  return { kind: 'delta', requests: requests(), read: tail.customers.length, meta: await deps.index.meta() };
+  return { kind: 'delta', requests: requests(), read: tail.customers.length, meta: await deps.index.meta({ fresh: true }) };
 }
 
 /**
