@@ -195,13 +195,14 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
     if (options.fresh || !cached || now - cached.at > META_CACHE_MS) {
       const read = readMeta();
       cached = { at: now, meta: read };
-      read.catch(() => (cached = undefined));
+      // No index is never kept: another process may be building one this moment.
+      read.then((m) => m ?? forget(), forget);
     }
     return cached.meta;
   }
-  const forget = (): void => {
+  function forget(): void {
     cached = undefined;
-  };
+  }
 
   return {
     meta,

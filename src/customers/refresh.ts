@@ -199,7 +199,7 @@ export async function buildIfCheaper(deps: RefreshDeps, rows: number): Promise<I
   const lockKey = `${deps.prefix}:cix:build-lock`;
   const token = randomBytes(8).toString('hex');
   for (;;) {
-    const meta = await deps.index.meta();
+    const meta = await deps.index.meta({ fresh: true });
     if (meta?.appendOnly && meta.refreshedAt > 0) return meta;
     if ((await deps.redis.set(lockKey, token, 'PX', BUILD_LOCK_MS, 'NX')) === 'OK') {
       try {
@@ -213,7 +213,7 @@ export async function buildIfCheaper(deps: RefreshDeps, rows: number): Promise<I
     }
     await sleep(DELTA_WAIT_MS * 4);
     // The builder may have found searching cheaper: then so does this process.
-    if ((await deps.redis.exists(lockKey)) === 0 && !(await deps.index.meta())) return undefined;
+    if ((await deps.redis.exists(lockKey)) === 0 && !(await deps.index.meta({ fresh: true }))) return undefined;
   }
 }
 
