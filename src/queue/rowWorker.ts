@@ -45,7 +45,7 @@ export interface RowWorkerOptions {
   budget: ApiBudget;
   keyring: CardKeyring | undefined;
   logger: Logger;
-  /** Retry backoff bounds; default DEFAULT_BACKOFF (1 s base, 60 s cap). */
+  /** Retry backoff bounds; default DEFAULT_BACKOFF (src/policy.ts RETRY_DEFAULTS). */
   backoff?: BackoffBounds;
   /** The job lock (SUBSYNC_JOB_LOCK_MS); a dead worker's jobs are taken over after it. Default JOB_LOCK_MS. */
   lockMs?: number;
