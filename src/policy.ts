@@ -104,6 +104,38 @@ export const RETRY_MIN_SPAN_MS = 10 * 60_000;
 /** Export pages and customer searches retry within one job run, with plain full jitter (1 s base, 60 s cap). */
 export const PAGE_RETRY_BACKOFF = { baseMs: 1_000, capMs: 60_000 } as const;
 
+/**
+ * A worker without SUBSYNC_CARD_KEY puts a job holding card data back for
+ * this long (no attempt spent), so a worker that has the key takes it.
+ */
+export const KEYLESS_RETURN_MS = 5_000;
+
+/**
+ * The sweep (src/import/sweep.ts): how often a worker looks for rows of
+ * unfinished imports that no job will run, and how long an import must have
+ * settled nothing before it is looked at (a busy import has live jobs).
+ */
+export const SWEEP_DEFAULTS = {
+  intervalMs: 60_000,
+  quietMs: 60_000,
+  /** Unfinished imports looked at per sweep, newest first. */
+  imports: 200,
+} as const;
+
+/**
+ * `import --wait`: polls every `pollMs`; with no row settled for `quietMs` it
+ * sweeps the import and looks for workers that can run it; when there have
+ * been none for `giveUpMs`, it stops waiting and says what to start.
+ */
+export const WAIT_DEFAULTS = {
+  pollMs: 500,
+  quietMs: 10_000,
+  giveUpMs: 30_000,
+} as const;
+
+/** Repeated failures of one class from one place are logged once per this interval, with a count. */
+export const FAILURE_LOG_INTERVAL_MS = 10_000;
+
 /** Worker concurrency per process when SUBSYNC_CONCURRENCY is unset. */
 export const DEFAULT_CONCURRENCY = 16;
 

@@ -20,6 +20,8 @@ export interface ControlDeps {
   budget: ApiBudget;
   dataDir: string;
   logger: Logger;
+  /** SUBSYNC_RETENTION_DAYS: how long a finished import's data stays in Redis. */
+  retentionDays?: number;
 }
 
 /** One handler per control job name; the job's return value is kept as its result. */
@@ -27,7 +29,7 @@ export type ControlHandler = (job: Job, deps: ControlDeps) => Promise<unknown>;
 
 const finalize: ControlHandler = async (job, deps) => {
   const { importId, round } = FinalizeJobDataSchema.parse(job.data);
-  const files = await finalizeImport({ store: deps.store, queues: deps.queues, importId, round, dataDir: deps.dataDir, logger: deps.logger });
+  const files = await finalizeImport({ store: deps.store, queues: deps.queues, importId, round, dataDir: deps.dataDir, logger: deps.logger, retentionDays: deps.retentionDays });
   return files?.dir ?? 'stale round';
 };
 

@@ -20,6 +20,8 @@ export function storeKeys(prefix: string) {
     findPlanLock: (importId: string) => `${prefix}:import:${importId}:plan-lock`,
     /** Hash: CustomerID → the record as a scan read it, for the upsert rows to lay themselves over. */
     foundRecords: (importId: string) => `${prefix}:import:${importId}:records`,
+    /** String: held by the worker that sweeps the unfinished imports this interval (src/import/sweep.ts). */
+    sweepLock: `${prefix}:sweep-lock`,
     /** The fleet-wide API budget: theoretical arrival time, and the block after a 429. */
     budgetTat: `${prefix}:budget:tat`,
     budgetBlockedUntil: `${prefix}:budget:blocked-until`,
