@@ -300,7 +300,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       await job.updateData(keptData(data, plan, options.keyring));
       await settleRow(importId, { row, entry: settled, figures: runFigures(), kind: record.kind });
       figuresAdded = true;
-      log().info({ status: settled.s, err: error }, 'row settled without success');
+      log().info({ status: settled.s, reason: settled.e }, 'row settled without success');
       throw new UnrecoverableError(settled.e);
     } finally {
       if (!figuresAdded) await store.addFigures(importId, runFigures());
