@@ -54,7 +54,16 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
   storeRedis.on('error', (error) => failures.report('redis connection', error));
   const store = createImportStore(storeRedis, config.queuePrefix);
   const queues = openQueues(redis, config.queuePrefix, (error) => failures.report('queue connection', error));
-  const redisLoss = await checkContinuity(redis, config.queuePrefix, config.dataDir);
+  let redisLoss: string | undefined;
+  try {
+    redisLoss = await checkContinuity(redis, config.queuePrefix, config.dataDir);
+  } catch (error) {
+    // (Redis out of memory refuses the marker's write.) Nothing opened here may keep the process alive.
+    await queues.close().catch(() => undefined);
+    for (const connection of [storeRedis, redis]) connection.disconnect();
+    failures.close();
+    throw error;
+  }
   if (redisLoss) logger.warn(redisLoss);
   const later: Array<() => Promise<void>> = [];
   let closing: Promise<void> | undefined;
@@ -152,6 +161,7 @@ export function startWorkers(
           dataDir: runtime.config.dataDir,
           logger: runtime.logger,
           retentionDays: runtime.config.retentionDays,
+          failures: runtime.failures,
         });
   // Closing a worker lets its active jobs finish; the API client closes after.
   runtime.adopt(async () => {

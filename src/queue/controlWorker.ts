@@ -6,6 +6,7 @@ import type { ApiBudget } from './budget.js';
 import { EXPORT_JOB, runExportJob } from '../export/job.js';
 import { finalizeImport } from '../import/finalize.js';
 import type { ImportStore } from '../store/importStore.js';
+import type { FailureLog } from '../failureLog.js';
 import { CONTROL_QUEUE, FINALIZE_JOB, FinalizeJobDataSchema, type Queues } from './queues.js';
 
 /** What a control job handler may use. */
@@ -22,6 +23,8 @@ export interface ControlDeps {
   logger: Logger;
   /** SUBSYNC_RETENTION_DAYS: how long a finished import's data stays in Redis. */
   retentionDays?: number;
+  /** Repeated failures (a Redis outage) logged once per class and interval. */
+  failures?: FailureLog;
 }
 
 /** One handler per control job name; the job's return value is kept as its result. */
@@ -55,6 +58,6 @@ export function startControlWorker(deps: ControlDeps, options: { concurrency?: n
       ...(options.lockDuration === undefined ? {} : { lockDuration: options.lockDuration }),
     },
   );
-  worker.on('error', (error) => deps.logger.error({ err: error }, 'control worker error'));
+  worker.on('error', (error) => (deps.failures ? deps.failures.report('control worker', error) : deps.logger.error({ err: error }, 'control worker error')));
   return worker;
 }
