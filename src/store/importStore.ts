@@ -308,6 +308,18 @@ export function createImportStore(redis: RedisClient, prefix: string) {
       return redis.zrevrange(keys.imports, 0, limit - 1);
     },
 
+    /** Import ids of the list that start with `start` (the imports of one file's bytes: its digest, forced ones after it). */
+    async importIdsStartingWith(start: string): Promise<string[]> {
+      const found: string[] = [];
+      let cursor = '0';
+      do {
+        const [next, items] = await redis.zscan(keys.imports, cursor, 'MATCH', `${start}*`, 'COUNT', 1000);
+        cursor = next;
+        for (let i = 0; i < items.length; i += 2) found.push(items[i] as string);
+      } while (cursor !== '0');
+      return found;
+    },
+
     /** Drops ids from the list of imports (their records expired). */
     async forgetImports(importIds: readonly string[]): Promise<void> {
       if (importIds.length > 0) await redis.zrem(keys.imports, ...importIds);

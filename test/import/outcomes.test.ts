@@ -10,6 +10,7 @@ import type { Job } from 'bullmq';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ImportStalledError, EXIT_CODES, exitReportFor } from '../../src/cli/exitCodes.js';
 import { waitForImport } from '../../src/cli/import.js';
+import { FileRejectedError } from '../../src/csv/errors.js';
 import { BLANK_CUSTOMER_INPUT } from '../../src/csv/rows.js';
 import { createLogger } from '../../src/log.js';
 import { importFile } from '../../src/import/producer.js';
@@ -199,5 +200,29 @@ describe('every row reaches an outcome', () => {
     expect(told.message).toMatch(/^subsync: import \w+ vanished from Redis/);
     expect(told.message).not.toContain('    at ');
     expect(told.message?.split('\n')).toHaveLength(1);
+  });
+
+  it('--force is refused while an earlier import of the same bytes has rows without an outcome', async () => {
+    pipeline = await startPipeline({ workers: false, seed: false });
+    const { store, queues, keyring, logger } = pipeline.runtime;
+    const file = await pipeline.file('forced.csv', customersCsv(3, 'Forced'));
+    const first = await importFile({ file }, { store, queues, keyring, logger });
+    expect(first.outcome).toBe('enqueued');
+    const refused = importFile({ file, force: true }, { store, queues, keyring, logger });
+    await expect(refused).rejects.toBeInstanceOf(FileRejectedError);
+    await expect(refused).rejects.toThrow(new RegExp(`--force refused: import ${first.importId} of the same bytes still has 3 rows without an outcome`));
+    expect(await store.listImportIds()).toEqual([first.importId]);
+
+    pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 2 });
+    await waitFinished(pipeline, first.importId);
+    await pipeline.workers.rows.close();
+    await pipeline.workers.control?.close();
+    const again = await importFile({ file, force: true, allowDuplicates: true }, { store, queues, keyring, logger });
+    expect(again.outcome).toBe('enqueued');
+    expect(again.importId).not.toBe(first.importId);
+    // A second forced import while that one runs is refused too, naming it.
+    await expect(importFile({ file, force: true }, { store, queues, keyring, logger })).rejects.toThrow(new RegExp(`import ${again.importId} of the same bytes`));
+    pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 2 });
+    expect((await waitFinished(pipeline, again.importId)).counts).toMatchObject({ created: 3 });
   });
 });
