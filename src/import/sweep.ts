@@ -107,7 +107,7 @@ export async function sweepImport(store: ImportStore, queues: Queues, importId: 
  * A worker's periodic sweep: every `intervalMs`, one worker of the fleet
  * (a lock in Redis) sweeps the newest unfinished imports that have settled
  * nothing for `quietMs`, and drops from the list of imports those whose
- * record has expired.
+ * record has expired (among those newest ones, and the oldest).
  */
 export function startSweeper(deps: { redis: RedisClient; store: ImportStore; queues: Queues; logger: Logger; failures?: FailureLog }, options: { intervalMs?: number; quietMs?: number } = {}) {
   const intervalMs = options.intervalMs ?? SWEEP_DEFAULTS.intervalMs;
@@ -140,6 +140,8 @@ export function startSweeper(deps: { redis: RedisClient; store: ImportStore; que
       }
     }
     await store.forgetImports(vanished);
+    // Expired imports are the oldest: the list keeps none for long.
+    await store.forgetExpiredImports();
     return reports;
   }
   const timer = setInterval(() => {

@@ -325,6 +325,15 @@ export function createImportStore(redis: RedisClient, prefix: string) {
       if (importIds.length > 0) await redis.zrem(keys.imports, ...importIds);
     },
 
+    /** Drops from the list the oldest `limit` imports whose record has expired; returns how many. */
+    async forgetExpiredImports(limit = 100): Promise<number> {
+      const oldest = await redis.zrange(keys.imports, 0, limit - 1);
+      const gone: string[] = [];
+      for (const id of oldest) if ((await redis.exists(keys.importRecord(id))) === 0) gone.push(id);
+      await this.forgetImports(gone);
+      return gone.length;
+    },
+
     /**
      * Writes ledger entries for rows that have none yet (a re-run producer
      * changes nothing): HSETNX each, all in one script call, since a command

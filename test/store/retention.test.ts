@@ -10,7 +10,7 @@ import { importFile } from '../../src/import/producer.js';
 import { startWorkers } from '../../src/runtime.js';
 import { killAll, requireBuiltCli, subsync } from '../support/cli.js';
 import { waitFinished } from '../support/imports.js';
-import { envOf, startPipeline, type Pipeline } from '../support/pipeline.js';
+import { envOf, startPipeline, until, type Pipeline } from '../support/pipeline.js';
 
 beforeAll(requireBuiltCli);
 
@@ -53,6 +53,20 @@ describe('ledger retention', () => {
     const entry = await store.getRow(id, 1);
     await store.reopenRow(id, 1, { ...entry!, s: 'pending', h: 1 });
     for (const key of keys) expect(await redis.pttl(key)).toBe(-1);
+  });
+
+  it('an expired import leaves the list of imports at the next sweep', async () => {
+    pipeline = await startPipeline({ workers: false, seed: false });
+    const { store, queues, keyring, logger, redis } = pipeline.runtime;
+    const result = await importFile({ file: await pipeline.file('gone.csv', 'FirstName,LastName\nAna,Gone\n') }, { store, queues, keyring, logger });
+    pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 2 });
+    await waitFinished(pipeline, result.importId);
+    expect(await store.listImportIds()).toEqual([result.importId]);
+    // Its retention over.
+    for (const key of [store.keys.importRecord(result.importId), store.keys.ledger(result.importId), store.keys.counts(result.importId)]) await redis.pexpire(key, 1);
+    await until(async () => ((await redis.exists(store.keys.importRecord(result.importId))) === 0 ? true : undefined), 'the record to expire');
+    await pipeline.workers.sweeper.runOnce();
+    expect(await store.listImportIds()).toEqual([]);
   });
 
   it('status of an import Redis does not hold is one line, exit 66', async () => {
