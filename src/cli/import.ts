@@ -226,8 +226,9 @@ async function whyStuck(runtime: Runtime, importId: string, status: ImportStatus
   const able = cards ? workers.filter((w) => !(typeof w.rawname === 'string' && w.rawname.endsWith(NO_CARD_KEY_SUFFIX))) : workers;
   if (able.length > 0) return undefined;
   const remaining = (status.total ?? 0) - status.settledRows;
+  const rows = remaining === 1 ? `1 row of import ${importId}` : `${remaining} rows of import ${importId}`;
   if (workers.length > 0) {
-    return `${remaining} rows of import ${importId} hold card data, and every worker running lacks SUBSYNC_CARD_KEY (they leave such rows to workers that have it): start a worker with the key the import was sealed with; ${waiting}`;
+    return `${rows} ${remaining === 1 ? 'holds' : 'hold'} card data, and every worker running lacks SUBSYNC_CARD_KEY (they leave such rows to workers that have it): start a worker with the key the import was sealed with; ${waiting}`;
   }
-  return `${remaining} rows of import ${importId} have no outcome, and no subsync worker is running against this Redis (prefix ${runtime.config.queuePrefix}): start one (\`subsync worker\` or \`subsync start\`); ${waiting}`;
+  return `${rows} ${remaining === 1 ? 'has' : 'have'} no outcome, and no subsync worker is running against this Redis (prefix ${runtime.config.queuePrefix}): start one (\`subsync worker\` or \`subsync start\`); ${waiting}`;
 }
