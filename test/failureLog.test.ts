@@ -6,6 +6,7 @@ import { importFile } from '../src/import/producer.js';
 import { createLogger } from '../src/log.js';
 import { waitFinished } from './support/imports.js';
 import { startPipeline, until, type Pipeline } from './support/pipeline.js';
+import { startOwnRedis } from './support/redisServer.js';
 
 interface Line {
   level: number;
@@ -111,5 +112,39 @@ describe('a worker whose rows all fail alike', () => {
     expect(status.settledRows).toBe(40);
     expect(status.counts.created + status.counts.failed).toBe(40);
     expect(p.sandbox.store.customers()).toHaveLength(status.counts.created);
+  });
+});
+
+describe('Redis going away', () => {
+  it('its connection errors are one line, not one per reconnect', async () => {
+    const own = await startOwnRedis();
+    try {
+      pipeline = await startPipeline({ seed: false, config: { redisUrl: own.url, logLevel: 'info' } });
+      const p = pipeline;
+      let errors = 0;
+      p.runtime.redis.on('error', () => errors++);
+      await own.stop();
+      // ioredis reconnects again and again, each failure an error event.
+      await until(async () => (errors >= 5 ? true : undefined), 'five connection errors');
+      const logged = p
+        .logs()
+        .split('\n')
+        .filter((l) => l !== '')
+        .map((l) => JSON.parse(l) as Line);
+      const connection = logged.filter((l) => l.place === 'redis connection');
+      expect(connection.length).toBeGreaterThanOrEqual(1);
+      // Per class (a reset as Redis dies, then refused connections): the first, then at most a count per 10 s.
+      const firsts = connection.filter((l) => l.repeats === undefined).map((l) => l.code);
+      expect(firsts).toEqual([...new Set(firsts)]);
+      expect(firsts).toContain('ECONNREFUSED');
+      expect(connection.length).toBeLessThan(errors);
+      expect(p.logs()).not.toContain('"stack"');
+    } finally {
+      // Closing waits for the workers, which wait for Redis.
+      await own.restart();
+      await pipeline?.close();
+      pipeline = undefined;
+      await own.stop();
+    }
   });
 });
