@@ -77,8 +77,13 @@ export async function sweepImport(store: ImportStore, queues: Queues, importId: 
       batch = { live, secrets: job && !live ? (job.data as RowBatchData).secrets : undefined, remove: async () => (job ? job.remove() : undefined) };
       batches.set(block, batch);
     }
+    // (A live batch runs its rows, or re-adds the job of one it handed on; a row it leaves without one is found once it is gone.)
+    if (batch.live) {
+      report.live++;
+      continue;
+    }
     const own = await queues.rows.getJob(rowJobId(importId, row));
-    if (batch.live || (await isLive(own))) {
+    if (await isLive(own)) {
       report.live++;
       continue;
     }
