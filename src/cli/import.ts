@@ -177,6 +177,8 @@ export async function waitForImport(runtime: Runtime, importId: string, progress
   let lastProgress = Date.now();
   let lastLook = 0;
   let noRunnerSince: number | undefined;
+  // Times the sweep found the results unwritten with no job writing them: writing them keeps failing.
+  let finalizeRequeued = 0;
   try {
     for (;;) {
       const status = await importStatus(runtime.store, importId);
@@ -196,7 +198,7 @@ export async function waitForImport(runtime: Runtime, importId: string, progress
       }
       if (now - lastProgress >= quietMs && now - lastLook >= Math.min(quietMs, giveUpMs)) {
         lastLook = now;
-        const stuck = await whyStuck(runtime, importId, status);
+        const stuck = await whyStuck(runtime, importId, status, () => ++finalizeRequeued);
         if (stuck === undefined) noRunnerSince = undefined;
         else {
           noRunnerSince ??= now;
@@ -211,11 +213,14 @@ export async function waitForImport(runtime: Runtime, importId: string, progress
 }
 
 /** Sweeps a quiet import, then says why nothing will run what remains of it, or undefined when something will. */
-async function whyStuck(runtime: Runtime, importId: string, status: ImportStatus): Promise<string | undefined> {
+async function whyStuck(runtime: Runtime, importId: string, status: ImportStatus, finalizeRequeued: () => number): Promise<string | undefined> {
   const { store, queues } = runtime;
   const report = await sweepImport(store, queues, importId);
   if (!report || report.state === 'finished' || report.state === 'enqueuing') return undefined;
   const waiting = `the rows wait in Redis and nothing is lost; \`subsync status ${importId}\` follows the import, and \`subsync import FILE --wait\` waits for it again`;
+  if (report.finalizeQueued && finalizeRequeued() >= 3) {
+    return `every row of import ${importId} has an outcome, but writing its results keeps failing (the worker's log says why: a full or unwritable ${runtime.config.dataDir}/results, say); fix that, and \`subsync status ${importId}\` queues the writing again`;
+  }
   if (report.state === 'settled') {
     if ((await queues.control.getWorkers()).length > 0) return undefined;
     return `every row of import ${importId} has an outcome, but no worker runs control jobs to write its results (all run with --no-control): start \`subsync worker\` without --no-control; ${waiting}`;

@@ -59,5 +59,11 @@ export function startControlWorker(deps: ControlDeps, options: { concurrency?: n
     },
   );
   worker.on('error', (error) => (deps.failures ? deps.failures.report('control worker', error) : deps.logger.error({ err: error }, 'control worker error')));
+  // A control job that fails (results that cannot be written) says why, once per class and interval.
+  worker.on('failed', (job, error) => {
+    const place = `control job ${job?.name ?? ''}`.trim();
+    if (deps.failures) deps.failures.report(place, error);
+    else deps.logger.error({ err: error, jobId: job?.id }, `${place} failed`);
+  });
   return worker;
 }

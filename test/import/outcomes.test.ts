@@ -5,6 +5,8 @@
  * waits for ever, and a vanished import is one line. Real Redis, the sandbox
  * over HTTP.
  */
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import { Writable } from 'node:stream';
 import type { Job } from 'bullmq';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -224,5 +226,17 @@ describe('every row reaches an outcome', () => {
     await expect(importFile({ file, force: true }, { store, queues, keyring, logger })).rejects.toThrow(new RegExp(`import ${again.importId} of the same bytes`));
     pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 2 });
     expect((await waitFinished(pipeline, again.importId)).counts).toMatchObject({ created: 3 });
+  });
+
+  it('import --wait stops when writing the results keeps failing, saying so', async () => {
+    pipeline = await startPipeline({ seed: false });
+    // A file where the results folder should be: every finalize fails.
+    await writeFile(path.join(pipeline.dataDir, 'results'), 'not a folder');
+    const id = await enqueue(pipeline, customersCsv(2, 'Unwritten'));
+    const stalled = waitForImport(pipeline.runtime, id, undefined, { pollMs: 50, quietMs: 100, giveUpMs: 300 });
+    await expect(stalled).rejects.toThrow(/every row of import \w+ has an outcome, but writing its results keeps failing/);
+    expect((await pipeline.runtime.store.counts(id)).settled).toBe(2);
+    // The worker's log says why.
+    expect(pipeline.logs()).toMatch(/"place":"control job import.finalize","code":"(EEXIST|ENOTDIR)"/);
   });
 });
