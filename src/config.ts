@@ -52,6 +52,8 @@ export interface Config {
   inboxSettleMs: number;
   /** SUBSYNC_FAILED_RETENTION_DAYS: how long files stay in failed/ before they are deleted. Default {@link DEFAULT_FAILED_RETENTION_DAYS}. */
   failedRetentionDays: number;
+  /** SUBSYNC_RETENTION_DAYS: how long a finished import's record, ledger and counts stay in Redis. Default {@link DEFAULT_RETENTION_DAYS}. */
+  retentionDays: number;
   /** SUBSYNC_HTTP_TIMEOUT_MS: time to response headers and between body chunks. Default {@link HTTP_DEFAULTS}.requestTimeoutMs. */
   httpTimeoutMs: number;
   /** SUBSYNC_JOB_LOCK_MS: how long a row job is locked to its worker; a dead worker's job is taken over after it. Default {@link JOB_LOCK_MS}. */
@@ -85,6 +87,8 @@ export interface ConfigVariable {
 export const DEFAULT_SETTLE_MS = 5_000;
 /** Rejected files and their error files are deleted from failed/ after this many days. */
 export const DEFAULT_FAILED_RETENTION_DAYS = 30;
+/** A finished import's record, ledger and counts (personal data) expire from Redis after this many days. */
+export const DEFAULT_RETENTION_DAYS = 30;
 
 /** Every variable subsync reads, in the order `--help` and the README print them. */
 export const CONFIG_VARIABLES: readonly ConfigVariable[] = [
@@ -190,6 +194,13 @@ export const CONFIG_VARIABLES: readonly ConfigVariable[] = [
     name: 'SUBSYNC_FAILED_RETENTION_DAYS',
     default: String(DEFAULT_FAILED_RETENTION_DAYS),
     description: 'How long rejected files and their error files stay in failed/ before they are deleted, in days.',
+    expected: 'a whole number of days, 1 or more',
+    secret: false,
+  },
+  {
+    name: 'SUBSYNC_RETENTION_DAYS',
+    default: String(DEFAULT_RETENTION_DAYS),
+    description: "How long a finished import's record, row ledger and counts stay in Redis after its results are written, in days; an unfinished import never expires.",
     expected: 'a whole number of days, 1 or more',
     secret: false,
   },
@@ -335,6 +346,7 @@ const EnvSchema = z.object({
     .pipe(z.number().int().min(0).max(Number.MAX_SAFE_INTEGER))
     .default(DEFAULT_SETTLE_MS),
   SUBSYNC_FAILED_RETENTION_DAYS: wholeNumber.pipe(z.number().max(36_500)).default(DEFAULT_FAILED_RETENTION_DAYS),
+  SUBSYNC_RETENTION_DAYS: wholeNumber.pipe(z.number().max(36_500)).default(DEFAULT_RETENTION_DAYS),
   SUBSYNC_HTTP_TIMEOUT_MS: wholeNumber.default(HTTP_DEFAULTS.requestTimeoutMs),
   SUBSYNC_JOB_LOCK_MS: wholeNumber.pipe(z.number().min(2000)).default(JOB_LOCK_MS),
   SUBSYNC_CARD_KEYS_PREVIOUS: z
@@ -406,6 +418,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dashboardHosts: e.SUBSYNC_DASHBOARD_HOSTS ?? [],
     inboxSettleMs: e.SUBSYNC_INBOX_SETTLE_MS,
     failedRetentionDays: e.SUBSYNC_FAILED_RETENTION_DAYS,
+    retentionDays: e.SUBSYNC_RETENTION_DAYS,
     httpTimeoutMs: e.SUBSYNC_HTTP_TIMEOUT_MS,
     jobLockMs: e.SUBSYNC_JOB_LOCK_MS,
     cardKeysPrevious: e.SUBSYNC_CARD_KEYS_PREVIOUS ?? [],

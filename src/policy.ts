@@ -76,14 +76,65 @@ export const HTTP_DEFAULTS = {
 /** The BullMQ job lock: four times the HTTP timeout, so only a dead worker loses a job. */
 export const JOB_LOCK_MS = 60_000;
 
-/** Retry defaults for row jobs (DESIGN section 4). */
+/**
+ * Retry defaults for row jobs (DESIGN section 4). The wait before attempt
+ * n+1 is drawn from [floor · c, c) with c = min(cap, base · factor^(n-1)):
+ * spread at random over the upper half of its ceiling, so a fleet's retries
+ * still scatter, but never shorter than half of it. With these values the
+ * seven waits before the eighth attempt add up to at least 14 minutes (at
+ * most 28), so an outage of the service or of Redis shorter than that costs
+ * no row its outcome; the first retry comes after 2-4 s. Plain full jitter
+ * from 0 (1 s base, 60 s cap) could spend all eight attempts in 22 s.
+ * {@link RETRY_MIN_SPAN_MS} is the floor the defaults are held to.
+ */
 export const RETRY_DEFAULTS = {
   /** Attempts per row, the first included (`--attempts`). */
   attempts: 8,
-  /** Exponential backoff with full jitter: delay = random(0, min(cap, base * 2^n)). */
-  backoffBaseMs: 1_000,
-  backoffCapMs: 60_000,
+  backoffBaseMs: 4_000,
+  /** Each ceiling is this many times the one before. */
+  backoffFactor: 3,
+  backoffCapMs: 600_000,
+  /** The least share of its ceiling a wait is: 0.5 is "equal jitter". */
+  backoffFloor: 0.5,
 } as const;
+
+/** The least time the default attempts of a row span, at the low end of the jitter: ten minutes. */
+export const RETRY_MIN_SPAN_MS = 10 * 60_000;
+
+/** Export pages and customer searches retry within one job run, with plain full jitter (1 s base, 60 s cap). */
+export const PAGE_RETRY_BACKOFF = { baseMs: 1_000, capMs: 60_000 } as const;
+
+/**
+ * A worker without SUBSYNC_CARD_KEY puts a job holding card data back for
+ * this long (no attempt spent), so a worker that has the key takes it.
+ */
+export const KEYLESS_RETURN_MS = 5_000;
+
+/**
+ * The sweep (src/import/sweep.ts): how often a worker looks for rows of
+ * unfinished imports that no job will run, and how long an import must have
+ * settled nothing before it is looked at (a busy import has live jobs).
+ */
+export const SWEEP_DEFAULTS = {
+  intervalMs: 60_000,
+  quietMs: 60_000,
+  /** Unfinished imports looked at per sweep, newest first. */
+  imports: 200,
+} as const;
+
+/**
+ * `import --wait`: polls every `pollMs`; with no row settled for `quietMs` it
+ * sweeps the import and looks for workers that can run it; when there have
+ * been none for `giveUpMs`, it stops waiting and says what to start.
+ */
+export const WAIT_DEFAULTS = {
+  pollMs: 500,
+  quietMs: 10_000,
+  giveUpMs: 30_000,
+} as const;
+
+/** Repeated failures of one class from one place are logged once per this interval, with a count. */
+export const FAILURE_LOG_INTERVAL_MS = 10_000;
 
 /** Worker concurrency per process when SUBSYNC_CONCURRENCY is unset. */
 export const DEFAULT_CONCURRENCY = 16;

@@ -16,6 +16,8 @@ import { createCustomerIndex, type CustomerIndex } from './customers/customerInd
 import { createCustomerGuard } from './customers/guard.js';
 import { createCustomerFinder } from './customers/finder.js';
 import { createNameSearch } from './customers/nameSearch.js';
+import { createFailureLog, type FailureLog } from './failureLog.js';
+import { startSweeper } from './import/sweep.js';
 
 /**
  * The long-lived things one subsync process holds, assembled from the
@@ -33,6 +35,8 @@ export interface Runtime {
   keyring: CardKeyring | undefined;
   /** The data dir's record of the imports started here (see checkContinuity). */
   journal: ImportJournal;
+  /** Repeated failures (Redis connection errors, rows failing alike) logged once per class and interval. */
+  failures: FailureLog;
   /** Set when Redis lost subsync's data since this data dir last saw it: the explanation. */
   redisLoss: string | undefined;
   /** Things opened later (API clients, workers), closed first. */
@@ -43,14 +47,24 @@ export interface Runtime {
 /** Checks Redis (reachable, noeviction; warns when it persists nothing) and opens the runtime. */
 export async function openRuntime(config: Config, logger: Logger): Promise<Runtime> {
   for (const warning of await checkRedis(config.redisUrl, undefined, { cluster: config.redisCluster })) logger.warn(warning);
+  const failures = createFailureLog(logger);
   const redis = createRedis(config.redisUrl, { cluster: config.redisCluster });
-  redis.on('error', (error) => logger.warn({ err: error }, 'redis connection error'));
+  redis.on('error', (error) => failures.report('redis connection', error));
   // The ledger has its own, auto-pipelined connection: a worker's rows read and settle in shared writes.
   const storeRedis = createRedis(config.redisUrl, { autoPipelining: true, cluster: config.redisCluster });
-  storeRedis.on('error', (error) => logger.warn({ err: error }, 'redis connection error'));
+  storeRedis.on('error', (error) => failures.report('redis connection', error));
   const store = createImportStore(storeRedis, config.queuePrefix);
-  const queues = openQueues(redis, config.queuePrefix, (error) => logger.warn({ err: error }, 'queue connection error'));
-  const redisLoss = await checkContinuity(redis, config.queuePrefix, config.dataDir);
+  const queues = openQueues(redis, config.queuePrefix, (error) => failures.report('queue connection', error));
+  let redisLoss: string | undefined;
+  try {
+    redisLoss = await checkContinuity(redis, config.queuePrefix, config.dataDir);
+  } catch (error) {
+    // (Redis out of memory refuses the marker's write.) Nothing opened here may keep the process alive.
+    await queues.close().catch(() => undefined);
+    for (const connection of [storeRedis, redis]) connection.disconnect();
+    failures.close();
+    throw error;
+  }
   if (redisLoss) logger.warn(redisLoss);
   const later: Array<() => Promise<void>> = [];
   let closing: Promise<void> | undefined;
@@ -63,6 +77,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
     queues,
     keyring: keyringOf(config),
     journal: importJournal(config.dataDir),
+    failures,
     redisLoss,
     adopt: (close) => later.push(close),
     close() {
@@ -71,6 +86,7 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
         for (const close of later.reverse()) await close();
         await queues.close();
         for (const connection of [storeRedis, redis]) await connection.quit().catch(() => connection.disconnect());
+        failures.close();
       })();
       return closing;
     },
@@ -102,12 +118,13 @@ export interface WorkerHandles {
   rows: ReturnType<typeof startRowWorker>;
   control: Worker | undefined;
   api: ApiClient;
+  sweeper: ReturnType<typeof startSweeper>;
 }
 
 /** Starts the row worker (and the control worker unless `control` is false) on `runtime`. */
 export function startWorkers(
   runtime: Runtime,
-  options: { apiUrl: string; concurrency: number; control?: boolean; rate?: number; backoff?: BackoffBounds },
+  options: { apiUrl: string; concurrency: number; control?: boolean; rate?: number; backoff?: BackoffBounds; sweep?: { intervalMs?: number; quietMs?: number } },
 ): WorkerHandles {
   const budget = createBudget(runtime.redis, runtime.store.keys, { rate: options.rate ?? runtime.config.rate });
   const api = openApi(runtime, options.apiUrl, budget);
@@ -130,7 +147,10 @@ export function startWorkers(
     guard: createCustomerGuard({ index: runtime.customers, store: runtime.store, refresh, names }),
     names,
     finder: createCustomerFinder({ redis: runtime.redis, prefix: runtime.config.queuePrefix, index: runtime.customers, refresh }),
+    failures: runtime.failures,
   });
+  // Rows no job will run any more (a batch that could not hand them on, jobs lost) are queued again.
+  const sweeper = startSweeper({ redis: runtime.redis, store: runtime.store, queues: runtime.queues, logger: runtime.logger, failures: runtime.failures }, options.sweep);
   const control =
     options.control === false
       ? undefined
@@ -145,10 +165,13 @@ export function startWorkers(
           logger: runtime.logger,
           customers: runtime.customers,
           csvBom: runtime.config.csvBom,
+          retentionDays: runtime.config.retentionDays,
+          failures: runtime.failures,
         });
   // Closing a worker lets its active jobs finish; the API client closes after.
   runtime.adopt(async () => {
+    await sweeper.stop();
     await Promise.all([rows.close(), control?.close()]);
   });
-  return { rows, control, api };
+  return { rows, control, api, sweeper };
 }

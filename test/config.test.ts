@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CONFIG_VARIABLES, ConfigError, DEFAULT_FAILED_RETENTION_DAYS, DEFAULT_SETTLE_MS, loadConfig, requireApiUrl } from '../src/config.js';
+import { CONFIG_VARIABLES, ConfigError, DEFAULT_FAILED_RETENTION_DAYS, DEFAULT_RETENTION_DAYS, DEFAULT_SETTLE_MS, loadConfig, requireApiUrl } from '../src/config.js';
 import { DEFAULT_CONCURRENCY, HTTP_DEFAULTS, JOB_LOCK_MS } from '../src/policy.js';
 
 const KEY_HEX = 'a1'.repeat(32);
@@ -34,6 +34,7 @@ describe('loadConfig', () => {
       dashboardHosts: [],
       inboxSettleMs: DEFAULT_SETTLE_MS,
       failedRetentionDays: DEFAULT_FAILED_RETENTION_DAYS,
+      retentionDays: DEFAULT_RETENTION_DAYS,
       httpTimeoutMs: HTTP_DEFAULTS.requestTimeoutMs,
       jobLockMs: JOB_LOCK_MS,
       cardKeysPrevious: [],
@@ -57,6 +58,7 @@ describe('loadConfig', () => {
       SUBSYNC_DASHBOARD_HOSTS: 'Subsync.Internal, 10.0.0.5,[fd00::1]',
       SUBSYNC_INBOX_SETTLE_MS: '0',
       SUBSYNC_FAILED_RETENTION_DAYS: '7',
+      SUBSYNC_RETENTION_DAYS: '90',
       SUBSYNC_HTTP_TIMEOUT_MS: '20000',
       SUBSYNC_QUEUE_PREFIX: '{subsync}',
       SUBSYNC_LOG_LEVEL: 'debug',
@@ -74,6 +76,8 @@ describe('loadConfig', () => {
     expect(config.dashboardHosts).toEqual(['subsync.internal', '10.0.0.5', '[fd00::1]']);
     expect(config.inboxSettleMs).toBe(0);
     expect(config.failedRetentionDays).toBe(7);
+    expect(config.retentionDays).toBe(90);
+    expect(DEFAULT_RETENTION_DAYS).toBe(30);
     expect(config.httpTimeoutMs).toBe(20_000);
     expect(config.queuePrefix).toBe('{subsync}');
     expect(config.logLevel).toBe('debug');
@@ -114,6 +118,8 @@ describe('loadConfig', () => {
     ['SUBSYNC_INBOX_SETTLE_MS', '5s', 'whole number of milliseconds, 0 or more'],
     ['SUBSYNC_FAILED_RETENTION_DAYS', '0', 'whole number of days, 1 or more'],
     ['SUBSYNC_FAILED_RETENTION_DAYS', '1.5', 'whole number of days, 1 or more'],
+    ['SUBSYNC_RETENTION_DAYS', '0', 'whole number of days, 1 or more'],
+    ['SUBSYNC_RETENTION_DAYS', '30d', 'whole number of days, 1 or more'],
     ['SUBSYNC_HTTP_TIMEOUT_MS', '0', 'whole number of milliseconds'],
     ['SUBSYNC_HTTP_TIMEOUT_MS', 'soon', 'whole number of milliseconds'],
     ['SUBSYNC_HTTP_TIMEOUT_MS', String(JOB_LOCK_MS / 2), 'job lock'],

@@ -10,11 +10,17 @@ import { ColumnMapError, CsvFormatError, FileRejectedError } from '../csv/errors
 import { DashboardNeedsTokenError } from '../dashboard/auth.js';
 import { ExportFailedError, ExportIncompleteError } from '../export/errors.js';
 import { RetryError } from '../import/retry.js';
-import { RedisCheckError } from '../queue/redis.js';
+import { ImportNotFoundError } from '../import/status.js';
+import { RedisCheckError, isRedisOutOfMemory, redisOutOfMemoryMessage } from '../queue/redis.js';
 
 /** `import --wait` settled, and some rows did not succeed: exit 3. */
 export class RowsDidNotSucceedError extends Error {
   readonly code = 'ROWS_DID_NOT_SUCCEED';
+}
+
+/** `import --wait`: rows remain and nothing will run them (no worker, or none with the card key): exit 75. */
+export class ImportStalledError extends Error {
+  readonly code = 'IMPORT_STALLED';
 }
 
 /** Every exit code subsync uses. Scripts may rely on these. */
@@ -29,6 +35,10 @@ export const EXIT_CODES = {
   rowsFailed: 3,
   /** Redis is unreachable or unsuitable (sysexits EX_UNAVAILABLE). */
   unavailable: 69,
+  /** No such import in Redis (`status`, `retry`), or it vanished while `import --wait` waited (sysexits EX_NOINPUT). */
+  notFound: 66,
+  /** `import --wait` stopped waiting: rows remain and no worker that can run them is running (sysexits EX_TEMPFAIL). */
+  stalled: 75,
   /** Bad command-line usage: unknown command or flag, invalid flag value (sysexits EX_USAGE). */
   usage: 64,
   /** Invalid configuration in the environment (sysexits EX_CONFIG). */
@@ -58,6 +68,9 @@ export function exitReportFor(err: unknown, argv: readonly string[] = process.ar
   if (err instanceof ExportIncompleteError) return { code: EXIT_CODES.rowsFailed, message: `subsync: ${err.message}` };
   if (err instanceof ExportFailedError) return { code: EXIT_CODES.failure, message: `subsync: ${err.message}` };
   if (err instanceof RedisCheckError) return { code: EXIT_CODES.unavailable, message: `subsync: ${err.message}` };
+  if (isRedisOutOfMemory(err)) return { code: EXIT_CODES.unavailable, message: `subsync: ${redisOutOfMemoryMessage('command')}` };
+  if (err instanceof ImportNotFoundError) return { code: EXIT_CODES.notFound, message: `subsync: ${err.message}` };
+  if (err instanceof ImportStalledError) return { code: EXIT_CODES.stalled, message: `subsync: ${err.message}` };
   if (err instanceof RetryError) return { code: EXIT_CODES.usage, message: `subsync: ${err.message}` };
   if (err instanceof DashboardNeedsTokenError) return { code: EXIT_CODES.config, message: `subsync: ${err.message}` };
   if (err instanceof ConfigError) {

@@ -11,10 +11,14 @@ import { openApi } from '../runtime.js';
 import { requireApiUrl } from '../config.js';
 import { FileRejectedError } from '../csv/errors.js';
 import { importFile, type ImportResult } from '../import/producer.js';
-import { importStatus, type ImportStatus } from '../import/status.js';
+import { ImportNotFoundError, importStatus, type ImportStatus } from '../import/status.js';
+import { sweepImport } from '../import/sweep.js';
+import { holdsCardData } from '../queue/requeue.js';
+import { NO_CARD_KEY_SUFFIX } from '../queue/rowWorker.js';
+import { WAIT_DEFAULTS } from '../policy.js';
 import type { Runtime } from '../runtime.js';
 import { withRuntime } from './context.js';
-import { RowsDidNotSucceedError } from './exitCodes.js';
+import { ImportStalledError, RowsDidNotSucceedError } from './exitCodes.js';
 import { parseNonEmpty } from './options.js';
 import { createProgress } from './progress.js';
 
@@ -152,18 +156,87 @@ export async function runImport(runtime: Runtime, file: string, flags: ImportFla
   return status;
 }
 
-/** Polls the import until its results are written, drawing progress on `progressTo`. */
-export async function waitForImport(runtime: Runtime, importId: string, progressTo: NodeJS.WriteStream | undefined, pollMs = 500): Promise<ImportStatus> {
+/** How `import --wait` decides that nothing will run an import's remaining rows (defaults in src/policy.ts). */
+export interface WaitOptions {
+  pollMs?: number;
+  /** With no row settled for this long, the rows are swept (stranded rows queued again) and the fleet looked at. */
+  quietMs?: number;
+  /** With no worker able to run the rows for this long, the wait ends with ImportStalledError. */
+  giveUpMs?: number;
+}
+
+/**
+ * Polls the import until its results are written, drawing progress on
+ * `progressTo`. It never waits for ever: when no row settles for a while it
+ * sweeps the import (rows whose jobs are gone are queued again) and looks at
+ * the fleet; when no worker that can run what remains is connected for
+ * `giveUpMs`, it ends, saying what to start. An import whose record vanished
+ * ends with ImportNotFoundError.
+ */
+export async function waitForImport(runtime: Runtime, importId: string, progressTo: NodeJS.WriteStream | undefined, options: WaitOptions | number = {}): Promise<ImportStatus> {
+  const { pollMs, quietMs, giveUpMs } = { ...WAIT_DEFAULTS, ...(typeof options === 'number' ? { pollMs: options } : options) };
   const progress = progressTo ? createProgress(progressTo) : undefined;
+  let settledRows = -1;
+  let lastProgress = Date.now();
+  let lastLook = 0;
+  let noRunnerSince: number | undefined;
+  // Times the sweep found the results unwritten with no job writing them: writing them keeps failing.
+  let finalizeRequeued = 0;
   try {
     for (;;) {
       const status = await importStatus(runtime.store, importId);
-      if (!status) throw new Error(`import ${importId} vanished from Redis`);
+      if (!status) {
+        throw new ImportNotFoundError(
+          importId,
+          `import ${importId} vanished from Redis while it ran: its keys were deleted or lost (Redis flushed, or restarted without persistence); its rows may have been sent: import the file again from the machine that started it (its creates then read back before sending)`,
+        );
+      }
       progress?.update(status);
       if (status.finished) return status;
+      const now = Date.now();
+      if (status.settledRows !== settledRows) {
+        settledRows = status.settledRows;
+        lastProgress = now;
+        noRunnerSince = undefined;
+      }
+      if (now - lastProgress >= quietMs && now - lastLook >= Math.min(quietMs, giveUpMs)) {
+        lastLook = now;
+        const stuck = await whyStuck(runtime, importId, status, () => ++finalizeRequeued);
+        if (stuck === undefined) noRunnerSince = undefined;
+        else {
+          noRunnerSince ??= now;
+          if (now - noRunnerSince >= giveUpMs) throw new ImportStalledError(stuck);
+        }
+      }
       await sleep(pollMs);
     }
   } finally {
     progress?.end();
   }
+}
+
+/** Sweeps a quiet import, then says why nothing will run what remains of it, or undefined when something will. */
+async function whyStuck(runtime: Runtime, importId: string, status: ImportStatus, finalizeRequeued: () => number): Promise<string | undefined> {
+  const { store, queues } = runtime;
+  const report = await sweepImport(store, queues, importId);
+  if (!report || report.state === 'finished' || report.state === 'enqueuing') return undefined;
+  const waiting = `the rows wait in Redis and nothing is lost; \`subsync status ${importId}\` follows the import, and \`subsync import FILE --wait\` waits for it again`;
+  if (report.finalizeQueued && finalizeRequeued() >= 3) {
+    return `every row of import ${importId} has an outcome, but writing its results keeps failing (the worker's log says why: a full or unwritable ${runtime.config.dataDir}/results, say); fix that, and \`subsync status ${importId}\` queues the writing again`;
+  }
+  if (report.state === 'settled') {
+    if ((await queues.control.getWorkers()).length > 0) return undefined;
+    return `every row of import ${importId} has an outcome, but no worker runs control jobs to write its results (all run with --no-control): start \`subsync worker\` without --no-control; ${waiting}`;
+  }
+  const workers = await queues.rows.getWorkers();
+  const record = await store.getImport(importId);
+  const cards = record !== undefined && holdsCardData(record);
+  const able = cards ? workers.filter((w) => !(typeof w.rawname === 'string' && w.rawname.endsWith(NO_CARD_KEY_SUFFIX))) : workers;
+  if (able.length > 0) return undefined;
+  const remaining = (status.total ?? 0) - status.settledRows;
+  const rows = remaining === 1 ? `1 row of import ${importId}` : `${remaining} rows of import ${importId}`;
+  if (workers.length > 0) {
+    return `${rows} ${remaining === 1 ? 'holds' : 'hold'} card data, and every worker running lacks SUBSYNC_CARD_KEY (they leave such rows to workers that have it): start a worker with the key the import was sealed with; ${waiting}`;
+  }
+  return `${rows} ${remaining === 1 ? 'has' : 'have'} no outcome, and no subsync worker is running against this Redis (prefix ${runtime.config.queuePrefix}): start one (\`subsync worker\` or \`subsync start\`); ${waiting}`;
 }

@@ -1,4 +1,4 @@
-/** `subsync retry IMPORT_ID [--row N]`: runs failed and needs-review rows again. */
+/** `subsync retry IMPORT_ID [--row N]`: runs failed and needs-review rows again, and stuck ones (pending or sent, no job). */
 import { InvalidArgumentError, type Command } from 'commander';
 import { retryRows } from '../import/retry.js';
 import { withRuntime } from './context.js';
@@ -12,7 +12,7 @@ function parseRow(value: string): number {
 export function register(program: Command): void {
   program
     .command('retry')
-    .description('run the failed and needs-review rows of an import again (needs-review rows reconcile first)')
+    .description('run the failed and needs-review rows of an import again, and its stuck rows (pending or sent with no job that will run them); needs-review and sent rows reconcile first')
     .argument('<importId>', 'the import id')
     .option('--row <n>', 'only this row', parseRow)
     .action((importId: string, flags: { row?: number }) =>

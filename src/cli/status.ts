@@ -1,6 +1,7 @@
 /** `subsync status [IMPORT_ID] [--json]`: the state the dashboard shows. */
 import type { Command } from 'commander';
-import { importStatus } from '../import/status.js';
+import { ImportNotFoundError, importStatus, type ImportStatus } from '../import/status.js';
+import { sweepImport, type SweepReport } from '../import/sweep.js';
 import { withRuntime } from './context.js';
 
 export function register(program: Command): void {
@@ -13,11 +14,18 @@ export function register(program: Command): void {
       withRuntime(async (runtime) => {
         if (runtime.redisLoss) process.stderr.write(`subsync: ${runtime.redisLoss}\n`);
         const ids = importId ? [importId] : await runtime.store.listImportIds(20);
-        const statuses = [];
+        const statuses: Array<ImportStatus & { expiresAt: string | null; memoryBytes: number; sweep?: Pick<SweepReport, 'unsettled' | 'live' | 'requeued' | 'withoutCards' | 'finalizeQueued'> }> = [];
         for (const id of ids) {
+          // One import asked for by id, unfinished: its rows that no job will run are queued again first.
+          const swept = importId ? await sweepImport(runtime.store, runtime.queues, id) : undefined;
           const status = await importStatus(runtime.store, id);
-          if (!status && importId) throw new Error(`no import ${importId} in Redis`);
-          if (status) statuses.push(status);
+          if (!status && importId) throw new ImportNotFoundError(importId);
+          if (!status) continue;
+          const { expiresAt, bytes } = await runtime.store.footprint(id);
+          const sweep = swept && swept.state !== 'finished' && swept.state !== 'enqueuing'
+            ? { unsettled: swept.unsettled, live: swept.live, requeued: swept.requeued, withoutCards: swept.withoutCards, finalizeQueued: swept.finalizeQueued }
+            : undefined;
+          statuses.push({ ...status, expiresAt: expiresAt === undefined ? null : new Date(expiresAt).toISOString(), memoryBytes: bytes, ...(sweep ? { sweep } : {}) });
         }
         if (flags.json) {
           for (const status of statuses) process.stdout.write(`${JSON.stringify(status)}\n`);
@@ -27,8 +35,20 @@ export function register(program: Command): void {
         for (const s of statuses) {
           const counts = Object.entries(s.counts).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(', ') || 'nothing settled yet';
           const state = s.finished ? 'settled' : s.total === undefined ? 'enqueuing' : `${s.settledRows}/${s.total} settled`;
-          process.stdout.write(`${s.importId}  ${s.kind}  ${s.file}  ${state}  ${counts}  ${s.rowsPerSecond} rows/s${s.resultsDir ? `  ${s.resultsDir}` : ''}\n`);
+          const kept = `${s.expiresAt ? `expires ${s.expiresAt}` : 'kept until finished'}, ${formatBytes(s.memoryBytes)} in Redis`;
+          process.stdout.write(`${s.importId}  ${s.kind}  ${s.file}  ${state}  ${counts}  ${s.rowsPerSecond} rows/s  ${kept}${s.resultsDir ? `  ${s.resultsDir}` : ''}\n`);
+          if (s.sweep && (s.sweep.requeued.length > 0 || s.sweep.withoutCards.length > 0)) {
+            process.stdout.write(`  ${s.sweep.requeued.length} row(s) had no job that would run them and were queued again${s.sweep.withoutCards.length ? `; ${s.sweep.withoutCards.length} card row(s) had lost their card data and settled failed` : ''}\n`);
+          }
+          if (s.sweep?.finalizeQueued) process.stdout.write('  every row had settled and the results were not being written: queued again\n');
         }
       }),
     );
+}
+
+/** Bytes as a person reads them: 812 B, 40.2 KB, 3.1 MB. */
+function formatBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KB`;
+  return `${(bytes / 1024 / 1024).toFixed(1)} MB`;
 }

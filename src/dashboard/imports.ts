@@ -6,7 +6,7 @@ import { maskCells, passwordColumn, secretColumnIndexes } from '../csv/rows.js';
 import { scrubSecrets } from '../secrets.js';
 import { alignedCells, cardFieldsOf, EditRefusedError, editAndRetryRow, lockedPaths, type CardFields, type CardInput } from '../import/edit.js';
 import { RetryError, retryRows, type RetryResult } from '../import/retry.js';
-import { importStatus, type ImportStatus } from '../import/status.js';
+import { ImportNotFoundError, importStatus, type ImportStatus } from '../import/status.js';
 import { PROBLEM_STATUSES, ROW_STATUSES, type RowStatus } from '../outcomes.js';
 import { planOf } from '../queue/rowWorker.js';
 import { RESULT_FILE_NAMES } from '../results/writeResults.js';
@@ -184,7 +184,7 @@ ${pager}${table}`;
       else if (action === 'all') result = await retryRows(store, queues, id);
       else result = await retrySelected(id, rows.map(Number).filter((n) => Number.isInteger(n) && n > 0));
     } catch (error) {
-      if (!(error instanceof RetryError)) throw error;
+      if (!(error instanceof RetryError || error instanceof ImportNotFoundError)) throw error;
       return redirectWithNotice(reply, `/imports/${id}`, error.message, 'error');
     }
     return redirectWithNotice(reply, `/imports/${id}`, describeRetry(result), result.retried.length === 0 ? 'error' : 'ok');
@@ -199,7 +199,7 @@ ${pager}${table}`;
         total.retried.push(...result.retried);
         total.skipped.push(...result.skipped);
       } catch (error) {
-        if (!(error instanceof RetryError)) throw error;
+        if (!(error instanceof RetryError || error instanceof ImportNotFoundError)) throw error;
         total.skipped.push({ row, reason: error.message });
       }
     }

@@ -14,9 +14,9 @@ import type { Logger } from 'pino';
 import type { ApiClient } from '../api/client.js';
 import { ApiError } from '../api/errors.js';
 import { CUSTOMER_FIELDS } from '../api/schemas/index.js';
-import { EXPORT_DEFAULTS, SEARCH_PAGE_SIZE } from '../policy.js';
+import { EXPORT_DEFAULTS, PAGE_RETRY_BACKOFF, SEARCH_PAGE_SIZE } from '../policy.js';
 import type { ApiBudget } from '../queue/budget.js';
-import { DEFAULT_BACKOFF, FAILED_RETENTION_SECONDS } from '../queue/queues.js';
+import { FAILED_RETENTION_SECONDS } from '../queue/queues.js';
 import { DEFAULT_INDEXED_FIELDS, type CustomerIndex, type IndexBuild } from '../customers/customerIndex.js';
 import type { Customer } from '../api/schemas/index.js';
 import { createInOrderWriter, type WrittenPrefix } from './inOrder.js';
@@ -151,7 +151,7 @@ export async function runExport(input: {
     concurrency: EXPORT_DEFAULTS.concurrency,
     maxRounds: EXPORT_DEFAULTS.maxRounds,
     pageAttempts: EXPORT_DEFAULTS.pageAttempts,
-    backoff: DEFAULT_BACKOFF,
+    backoff: PAGE_RETRY_BACKOFF,
     ...input.pager,
   };
   const file = { dir: outDir, name: exportFileName(record.base, record.format, record.gzip), format: record.format, gzip: record.gzip, bom: deps.csvBom };

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { DEFAULT_RETENTION_DAYS } from '../config.js';
 import type { Logger } from 'pino';
 import { passwordColumn, secretColumnIndexes } from '../csv/rows.js';
 import type { Queues } from '../queue/queues.js';
@@ -18,7 +19,18 @@ export const resultsDirOf = (dataDir: string, importId: string): string => path.
  * on any machine can do it. A stale round (a retry reopened rows since) is
  * skipped: the round that settles last writes the files.
  */
-export async function finalizeImport(input: { store: ImportStore; queues: Queues; importId: string; round: number; dataDir: string; logger: Logger; bom?: boolean }): Promise<ResultFiles | undefined> {
+export async function finalizeImport(input: {
+  store: ImportStore;
+  queues: Queues;
+  importId: string;
+  round: number;
+  dataDir: string;
+  logger: Logger;
+  /** How long the import's data stays in Redis once finished (SUBSYNC_RETENTION_DAYS). */
+  retentionDays?: number;
+  /** SUBSYNC_CSV_BOM: results.csv and errors.csv start with a UTF-8 BOM. Default true. */
+  bom?: boolean;
+}): Promise<ResultFiles | undefined> {
   const { store, importId, round } = input;
   const record = await store.getImport(importId);
   if (!record || record.total === undefined || record.round !== round) return undefined;
@@ -84,7 +96,9 @@ export async function finalizeImport(input: { store: ImportStore; queues: Queues
   await forgetCardData(input.queues, importId, keptRows);
   // The records an upsert's scan kept are personal data the results now hold.
   await store.forgetFinding(importId);
-  await store.markFinished(importId, round, files.dir);
-  input.logger.info({ importId, dir: files.dir }, 'import settled; results written');
+  // Finished: its record, ledger and counts now expire (a retry takes the expiry off again).
+  const retentionDays = input.retentionDays ?? DEFAULT_RETENTION_DAYS;
+  await store.markFinished(importId, round, files.dir, retentionDays * 24 * 3600);
+  input.logger.info({ importId, dir: files.dir, retentionDays }, 'import settled; results written');
   return files;
 }

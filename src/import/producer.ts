@@ -142,6 +142,7 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
 
   const { digest, wellFormed, rounded } = await scanFile(file, kind);
   options.roundedCardNumbers = rounded;
+  if (request.force && !request.dryRun) await refuseForceWhileUnsettled(store, file, digest);
   const importId = request.force ? `${digest}-${now().toString(36)}${randomBytes(2).toString('hex')}` : digest;
   deps.onImportId?.(importId, kind);
   const log = logger.child({ importId, file });
@@ -273,6 +274,27 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
   if (enqueued.complete) await enqueueFinalize(queues, importId, enqueued.round);
   log.info({ rows, invalid, duplicates }, 'enqueued');
   return { outcome: 'enqueued', importId, kind, rows, invalid, duplicates, resumed, errors };
+}
+
+/**
+ * `--force` imports the same bytes again under a new id, sending every row
+ * again: what the operator asks for once the earlier import is over. While an
+ * earlier import of these bytes still has rows without an outcome, those rows
+ * may be running, or be stuck with a request out, and a second import would
+ * send them twice: refused, saying how to finish the earlier one.
+ */
+async function refuseForceWhileUnsettled(store: ImportStore, file: string, digest: string): Promise<void> {
+  for (const earlier of new Set([digest, ...(await store.importIdsStartingWith(`${digest}-`))])) {
+    const record = await store.getImport(earlier);
+    if (!record) continue;
+    const settled = (await store.counts(earlier)).settled;
+    if (record.state === 'enqueued' && record.total !== undefined && settled >= record.total) continue;
+    const left = record.total === undefined ? 'rows not yet enqueued' : `${record.total - settled} rows without an outcome`;
+    throw new FileRejectedError(file, [
+      `--force refused: import ${earlier} of the same bytes still has ${left}, and importing again now could send those rows twice; ` +
+        `let it finish (\`subsync status ${earlier}\`; \`subsync retry ${earlier}\` runs rows that are stuck${record.total === undefined ? '; or run the same import again without --force to finish enqueuing it' : ''}), then use --force`,
+    ]);
+  }
 }
 
 /** The job a valid row runs. */

@@ -1,7 +1,10 @@
-import type { Queues } from '../queue/queues.js';
-import { getRowJob, rowJobOptions } from '../queue/queues.js';
+import type { Queues, RowBatchData } from '../queue/queues.js';
+import { batchJobId, batchOf, getRowJob, rowJobOptions } from '../queue/queues.js';
+import { CARD_DATA_GONE, isLive, requeueStranded } from '../queue/requeue.js';
 import type { ImportStore, LedgerEntry } from '../store/importStore.js';
 import { hadPassword } from './edit.js';
+import { ImportNotFoundError } from './status.js';
+import { sweepImport } from './sweep.js';
 
 /** Rows `retry` takes: invalid rows need their data fixed first (edit and retry in the dashboard, or re-import). */
 const RETRYABLE = new Set(['failed', 'needs-review'] as const);
@@ -20,17 +23,33 @@ export interface RetryResult {
  * (DESIGN section 4): a needs-review row may have been applied, so it goes
  * back as `sent` and reconciles before anything is sent again. The import
  * starts a new round and writes its results again when the rows settle.
+ *
+ * It also takes the rows that are stuck: `pending` or `sent` with no job that
+ * will run them (src/import/sweep.ts). They keep their state, so a `sent`
+ * row reads back before sending; a pending or sent row whose job still
+ * waits, runs or is delayed is left to it.
  */
 export async function retryRows(store: ImportStore, queues: Queues, importId: string, only?: number): Promise<RetryResult> {
   const record = await store.getImport(importId);
-  if (!record) throw new RetryError(`no import ${importId}`);
+  if (!record) throw new ImportNotFoundError(importId);
   const result: RetryResult = { retried: [], skipped: [] };
   const targets: Array<{ row: number; entry: LedgerEntry }> = [];
   if (only !== undefined) {
     const entry = await store.getRow(importId, only);
     if (!entry) throw new RetryError(`import ${importId} has no row ${only}`);
+    if (entry.s === 'pending' || entry.s === 'sent') {
+      if (entry.j === null || record.state !== 'enqueued') throw new RetryError(`row ${only} is ${entry.s} and its import is still being enqueued: run the import again to finish it`);
+      const batch = await queues.rows.getJob(batchJobId(importId, batchOf(only)));
+      const own = await getRowJob(queues, importId, only);
+      if ((await isLive(batch)) || (await isLive(own))) throw new RetryError(`row ${only} is ${entry.s} and its job will run it (\`subsync status ${importId}\` follows it)`);
+      const secrets = own?.data.secrets ?? (batch ? (batch.data as RowBatchData).secrets?.[String(only)] : undefined);
+      const requeued = await requeueStranded(store, queues, record, [{ row: only, entry, ...(secrets === undefined ? {} : { secrets }) }]);
+      result.retried.push(...requeued.queued);
+      for (const row of requeued.withoutCards) result.skipped.push({ row, reason: `settled failed: ${CARD_DATA_GONE}` });
+      return result;
+    }
     if (!RETRYABLE.has(entry.s as 'failed')) {
-      throw new RetryError(`row ${only} is ${entry.s}; only failed and needs-review rows are retried${entry.s === 'invalid' ? ' (fix an invalid row and import it again)' : ''}`);
+      throw new RetryError(`row ${only} is ${entry.s}; only failed, needs-review and stuck (pending or sent without a job) rows are retried${entry.s === 'invalid' ? ' (fix an invalid row and import it again)' : ''}`);
     }
     targets.push({ row: only, entry });
   } else {
@@ -60,6 +79,12 @@ export async function retryRows(store: ImportStore, queues: Queues, importId: st
       await queues.rows.add(entry.j, { importId, row }, rowJobOptions(importId, row, record.options.attempts));
     }
     result.retried.push(row);
+  }
+  if (only === undefined) {
+    // The stuck rows: pending or sent, and no job will run them.
+    const swept = await sweepImport(store, queues, importId);
+    result.retried.push(...(swept?.requeued ?? []));
+    for (const row of swept?.withoutCards ?? []) result.skipped.push({ row, reason: `settled failed: ${CARD_DATA_GONE}` });
   }
   return result;
 }

@@ -2,6 +2,18 @@ import type { RowStatus } from '../outcomes.js';
 import { SUCCESS_STATUSES } from '../outcomes.js';
 import type { ImportStore } from '../store/importStore.js';
 
+/** No import of this id in Redis: never created, or its record expired or was lost. */
+export class ImportNotFoundError extends Error {
+  readonly code = 'IMPORT_NOT_FOUND';
+  constructor(
+    readonly importId: string,
+    message = `no import ${importId} in Redis (a finished import's data expires after SUBSYNC_RETENTION_DAYS; \`subsync status\` lists the imports it holds)`,
+  ) {
+    super(message);
+    this.name = 'ImportNotFoundError';
+  }
+}
+
 /** What `status`, `import --wait` and the dashboard show of one import. */
 export interface ImportStatus {
   importId: string;

@@ -7,6 +7,7 @@ import { EXPORT_JOB, runExportJob } from '../export/job.js';
 import { finalizeImport } from '../import/finalize.js';
 import type { ImportStore } from '../store/importStore.js';
 import type { CustomerIndex } from '../customers/customerIndex.js';
+import type { FailureLog } from '../failureLog.js';
 import { CONTROL_QUEUE, FINALIZE_JOB, FinalizeJobDataSchema, type Queues } from './queues.js';
 
 /** What a control job handler may use. */
@@ -25,6 +26,10 @@ export interface ControlDeps {
   customers?: CustomerIndex;
   /** SUBSYNC_CSV_BOM: results and CSV exports start with a UTF-8 BOM. Default true. */
   csvBom?: boolean;
+  /** SUBSYNC_RETENTION_DAYS: how long a finished import's data stays in Redis. */
+  retentionDays?: number;
+  /** Repeated failures (a Redis outage) logged once per class and interval. */
+  failures?: FailureLog;
 }
 
 /** One handler per control job name; the job's return value is kept as its result. */
@@ -32,7 +37,16 @@ export type ControlHandler = (job: Job, deps: ControlDeps) => Promise<unknown>;
 
 const finalize: ControlHandler = async (job, deps) => {
   const { importId, round } = FinalizeJobDataSchema.parse(job.data);
-  const files = await finalizeImport({ store: deps.store, queues: deps.queues, importId, round, dataDir: deps.dataDir, logger: deps.logger, bom: deps.csvBom });
+  const files = await finalizeImport({
+    store: deps.store,
+    queues: deps.queues,
+    importId,
+    round,
+    dataDir: deps.dataDir,
+    logger: deps.logger,
+    retentionDays: deps.retentionDays,
+    bom: deps.csvBom,
+  });
   return files?.dir ?? 'stale round';
 };
 
@@ -58,6 +72,12 @@ export function startControlWorker(deps: ControlDeps, options: { concurrency?: n
       ...(options.lockDuration === undefined ? {} : { lockDuration: options.lockDuration }),
     },
   );
-  worker.on('error', (error) => deps.logger.error({ err: error }, 'control worker error'));
+  worker.on('error', (error) => (deps.failures ? deps.failures.report('control worker', error) : deps.logger.error({ err: error }, 'control worker error')));
+  // A control job that fails (results that cannot be written) says why, once per class and interval.
+  worker.on('failed', (job, error) => {
+    const place = `control job ${job?.name ?? ''}`.trim();
+    if (deps.failures) deps.failures.report(place, error);
+    else deps.logger.error({ err: error, jobId: job?.id }, `${place} failed`);
+  });
   return worker;
 }

@@ -146,3 +146,24 @@ export async function deleteKeysWithPrefix(redis: RedisClient, prefix: string): 
   }
   return removed;
 }
+
+/** The stable code of Redis refusing a write for want of memory. */
+export const REDIS_OOM_CODE = 'REDIS_OOM';
+
+/** Redis refused a command because its memory is full (`OOM command not allowed when used memory > 'maxmemory'`). */
+export function isRedisOutOfMemory(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith('OOM ');
+}
+
+/**
+ * One line for Redis out of memory: what it is, what subsync did, what to do.
+ * `worker`: rows wait and run once Redis has room; `command`: the command
+ * stopped, and running it again resumes.
+ */
+export function redisOutOfMemoryMessage(who: 'worker' | 'command'): string {
+  const did =
+    who === 'worker'
+      ? 'rows wait in their queue and ledger, nothing is lost, and they run once Redis has room'
+      : 'this command stopped; what it had queued waits in Redis and nothing is lost (run it again: an interrupted import resumes)';
+  return `Redis is out of memory (used memory reached maxmemory, so it refuses writes): ${did}; free memory or raise it (redis-cli CONFIG SET maxmemory <bytes>, or a larger maxmemory in redis.conf)`;
+}

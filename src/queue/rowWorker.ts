@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { UnrecoverableError, Worker, type Job } from 'bullmq';
+import { DelayedError, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { RedisClient } from './redis.js';
 import type { Logger } from 'pino';
 import { PROCESSORS, READ_BACKS, type RowContext, type RowOutcome } from '../../jobs/index.js';
@@ -9,7 +9,7 @@ import { openSecrets, sealSecrets, type CardKeyring } from '../cards/crypto.js';
 import type { ColumnPlan } from '../csv/columns.js';
 import { secretValues } from '../csv/rows.js';
 import { scrubSecrets } from '../secrets.js';
-import { JOB_LOCK_MS } from '../policy.js';
+import { JOB_LOCK_MS, KEYLESS_RETURN_MS } from '../policy.js';
 import { SUCCESS_STATUSES, type ImportKind, type JobName } from '../outcomes.js';
 import { observeRetry, observeRowSettled } from '../metrics.js';
 import { NO_FIGURES, isSettled, type ImportRecord, type ImportStore, type LedgerEntry, type RunFigures } from '../store/importStore.js';
@@ -35,6 +35,8 @@ import {
   type RowQueueData,
   type RowQueueJobName,
 } from './queues.js';
+import { requeueStranded } from './requeue.js';
+import type { FailureLog } from '../failureLog.js';
 
 export interface RowWorkerOptions {
   connection: RedisClient;
@@ -47,7 +49,7 @@ export interface RowWorkerOptions {
   budget: ApiBudget;
   keyring: CardKeyring | undefined;
   logger: Logger;
-  /** Retry backoff bounds; default DEFAULT_BACKOFF (1 s base, 60 s cap). */
+  /** Retry backoff bounds; default DEFAULT_BACKOFF (src/policy.ts RETRY_DEFAULTS). */
   backoff?: BackoffBounds;
   /** The job lock (SUBSYNC_JOB_LOCK_MS); a dead worker's jobs are taken over after it. Default JOB_LOCK_MS. */
   lockMs?: number;
@@ -57,7 +59,12 @@ export interface RowWorkerOptions {
   finder?: CustomerFinder;
   /** Searches by name, shared per import (when there is no index to ask). */
   names?: NameSearch;
+  /** Repeated failures (a Redis outage) logged once per class and interval, not once per row. */
+  failures?: FailureLog;
 }
+
+/** Ends a worker's name in the fleet (BullMQ's client name) when it cannot open card data. */
+export const NO_CARD_KEY_SUFFIX = ':no-card-key';
 
 /** The column plan of an import, rebuilt from its record (the producer validated it). */
 export function planOf(record: ImportRecord): ColumnPlan {
@@ -149,6 +156,20 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     if (result.complete) await enqueueFinalize(queues, importId, result.round);
     return result.applied;
   });
+
+  /**
+   * A failed attempt that will be retried: with a failure log, one line per
+   * class of failure and interval (a Redis outage fails every row the same
+   * way), and a line per row, without its stack, at debug level only.
+   */
+  function reportAttempt(error: unknown, attempt: number, message: string, log: () => Logger): void {
+    if (!options.failures) {
+      log().info({ err: error, attempt }, message);
+      return;
+    }
+    options.failures.report('row attempt', error);
+    if (logger.isLevelEnabled('debug')) log().debug({ attempt, reason: describe(error) }, message);
+  }
 
   /** One attempt at a row in one of this process's slots: the processor, with the ledger kept around it. */
   async function attemptRow(run: RowRun, figures: CallFigures): Promise<Attempt> {
@@ -278,7 +299,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       if (transient && attempt < maxAttempts) {
         // The attempt counts in the ledger (results.csv's _attempts), whatever the next one does.
         await writeUnsettled(importId, { row, entry: result.entry });
-        log().info({ err: error, attempt }, 'row attempt failed; retrying');
+        reportAttempt(error, attempt, 'row attempt failed; retrying', log);
         throw error;
       }
       const settled = await conclude(job.name, result);
@@ -287,7 +308,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       await job.updateData(keptData(data, plan, options.keyring));
       await settleRow(importId, { row, entry: settled, figures: runFigures(), kind: record.kind });
       figuresAdded = true;
-      log().info({ status: settled.s, err: error }, 'row settled without success');
+      log().info({ status: settled.s, reason: settled.e }, 'row settled without success');
       throw new UnrecoverableError(settled.e);
     } finally {
       if (!figuresAdded) await store.addFigures(importId, runFigures());
@@ -398,7 +419,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       const transient = error instanceof ApiError ? error.transient : true;
       if (transient && attempts > 1) {
         addTo(unsettled, figures);
-        log().info({ err: error, attempt: 1 }, 'row attempt failed; retrying in a job of its own');
+        reportAttempt(error, 1, 'row attempt failed; retrying in a job of its own', log);
         return handOff(result.entry, { after: 1 }, fullJitterBackoff(1, error instanceof ApiError ? error.retryAfterMs : undefined, options.backoff));
       }
       const settled = await conclude(name, result);
@@ -452,12 +473,62 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     };
   }
 
+  /**
+   * A batch whose last attempt failed (or that failed unrecoverably) hands
+   * its unsettled rows on to row jobs of their own, as a failing row always
+   * is, instead of leaving them without a job. When even that fails (Redis
+   * refusing writes), the batch fails and the sweep queues its rows later.
+   */
+  async function processBatchOrHandOn(job: Job<RowBatchData, unknown, typeof BATCH_JOB>): Promise<string> {
+    try {
+      return await processBatch(job);
+    } catch (error) {
+      const last = error instanceof UnrecoverableError || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+      if (!last || !(error instanceof Error) || error.name === 'RateLimitError' || error.name === 'DelayedError') throw error;
+      options.failures?.report('batch job', error);
+      let handed: number;
+      try {
+        const data = RowBatchDataSchema.parse(job.data);
+        const [known, entries] = await Promise.all([importOf(data.importId), store.getRows(data.importId, data.rows)]);
+        if (!known) throw error;
+        const stranded = data.rows.flatMap((row, i) => {
+          const entry = entries[i];
+          const secrets = data.secrets?.[String(row)];
+          return entry && !isSettled(entry.s) ? [{ row, entry, ...(secrets === undefined ? {} : { secrets }) }] : [];
+        });
+        handed = (await requeueStranded(store, queues, known.record, stranded)).queued.length;
+      } catch {
+        // Left to the sweep, which finds the failed batch and queues its rows.
+        throw error;
+      }
+      return `last attempt failed (${describe(error)}): ${handed} rows handed to row jobs`;
+    }
+  }
+
+  /**
+   * A worker without SUBSYNC_CARD_KEY cannot open card cells: it puts a job
+   * that holds some back, delayed and without spending an attempt, for a
+   * worker that has the key.
+   */
+  async function returnCardJob(job: Job<RowQueueData, unknown, RowQueueJobName>, token: string | undefined): Promise<boolean> {
+    if (options.keyring) return false;
+    const secrets = job.data.secrets;
+    if (secrets === undefined || (typeof secrets === 'object' && Object.keys(secrets).length === 0)) return false;
+    await job.moveToDelayed(Date.now() + KEYLESS_RETURN_MS, token);
+    return true;
+  }
+
+  if (!options.keyring) logger.warn('this worker has no SUBSYNC_CARD_KEY: it will leave card and sign-up rows to workers that have the key');
   const worker = new Worker<RowQueueData, unknown, RowQueueJobName>(
     ROWS_QUEUE,
-    (job) => (isRowJob(job) ? processRow(job) : processBatch(job as Job<RowBatchData, unknown, typeof BATCH_JOB>)),
+    async (job, token) => {
+      if (await returnCardJob(job, token)) throw new DelayedError();
+      return isRowJob(job) ? processRow(job) : processBatchOrHandOn(job as Job<RowBatchData, unknown, typeof BATCH_JOB>);
+    },
     {
-      // Stored on each job it runs (job.processedBy): which process on which machine ran a row.
-      name: `${hostname()}:${process.pid}`,
+      // Stored on each job it runs (job.processedBy): which process on which machine ran a row; and
+      // in its client name, which tells `import --wait` whether any worker of the fleet can open card data.
+      name: `${hostname()}:${process.pid}${options.keyring ? '' : NO_CARD_KEY_SUFFIX}`,
       connection: options.connection,
       prefix: options.prefix,
       concurrency: options.concurrency,
@@ -474,7 +545,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       },
     },
   );
-  worker.on('error', (error) => logger.error({ err: error }, 'row worker error'));
+  worker.on('error', (error) => (options.failures ? options.failures.report('row worker', error) : logger.error({ err: error }, 'row worker error')));
   worker.on('closing', () => {
     closing = true;
   });

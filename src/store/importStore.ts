@@ -172,7 +172,19 @@ redis.call('HINCRBY', KEYS[2], s, -1)
 redis.call('HINCRBY', KEYS[2], 'settled', -1)
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HDEL', KEYS[3], 'finishedAt', 'resultsDir')
+-- Unfinished again: its data no longer expires.
+for i = 1, #KEYS do redis.call('PERSIST', KEYS[i]) end
 return redis.call('HINCRBY', KEYS[3], 'round', 1)
+`;
+
+// Marks the current round finished and sets the import's keys to expire. Only the current round:
+// a retry meanwhile started another. KEYS: record, then every other key of the import.
+// ARGV: round, finishedAt, resultsDir, retention in seconds. Returns 1 when marked.
+const MARK_FINISHED_SCRIPT = `
+if redis.call('HGET', KEYS[1], 'round') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'finishedAt', ARGV[2], 'resultsDir', ARGV[3])
+for i = 1, #KEYS do redis.call('EXPIRE', KEYS[i], ARGV[4]) end
+return 1
 `;
 
 // Writes the entries of rows that have none (a resumed producer keeps what is there).
@@ -193,6 +205,7 @@ const settleRowsScript = luaScript(SETTLE_ROWS_SCRIPT);
 const updateUnsettledScript = luaScript(UPDATE_UNSETTLED_SCRIPT);
 const reopenScript = luaScript(REOPEN_SCRIPT);
 const markEnqueuedScript = luaScript(MARK_ENQUEUED_SCRIPT);
+const markFinishedScript = luaScript(MARK_FINISHED_SCRIPT);
 
 /** The API figures of one job run, summed into its import's counts. */
 export interface RunFigures {
@@ -295,6 +308,32 @@ export function createImportStore(redis: RedisClient, prefix: string) {
       return redis.zrevrange(keys.imports, 0, limit - 1);
     },
 
+    /** Import ids of the list that start with `start` (the imports of one file's bytes: its digest, forced ones after it). */
+    async importIdsStartingWith(start: string): Promise<string[]> {
+      const found: string[] = [];
+      let cursor = '0';
+      do {
+        const [next, items] = await redis.zscan(keys.imports, cursor, 'MATCH', `${start}*`, 'COUNT', 1000);
+        cursor = next;
+        for (let i = 0; i < items.length; i += 2) found.push(items[i] as string);
+      } while (cursor !== '0');
+      return found;
+    },
+
+    /** Drops ids from the list of imports (their records expired). */
+    async forgetImports(importIds: readonly string[]): Promise<void> {
+      if (importIds.length > 0) await redis.zrem(keys.imports, ...importIds);
+    },
+
+    /** Drops from the list the oldest `limit` imports whose record has expired; returns how many. */
+    async forgetExpiredImports(limit = 100): Promise<number> {
+      const oldest = await redis.zrange(keys.imports, 0, limit - 1);
+      const gone: string[] = [];
+      for (const id of oldest) if ((await redis.exists(keys.importRecord(id))) === 0) gone.push(id);
+      await this.forgetImports(gone);
+      return gone.length;
+    },
+
     /**
      * Writes ledger entries for rows that have none yet (a re-run producer
      * changes nothing): HSETNX each, all in one script call, since a command
@@ -351,7 +390,7 @@ export function createImportStore(redis: RedisClient, prefix: string) {
 
     /** Reopens a settled row for retry; returns the new round, or undefined when it was not settled. */
     async reopenRow(importId: string, row: number, entry: LedgerEntry): Promise<number | undefined> {
-      const reply = await reopenScript.run(redis, [keys.ledger(importId), keys.counts(importId), keys.importRecord(importId)], [String(row), JSON.stringify(entry)]);
+      const reply = await reopenScript.run(redis, [keys.ledger(importId), keys.counts(importId), keys.importRecord(importId), keys.matchDigests(importId), keys.findPlan(importId), keys.foundRecords(importId)], [String(row), JSON.stringify(entry)]);
       return typeof reply === 'number' && reply > 0 ? reply : undefined;
     },
 
@@ -415,13 +454,36 @@ export function createImportStore(redis: RedisClient, prefix: string) {
       for await (const item of this.rowsInOrder(importId, record.total)) if (statuses.has(item.entry.s)) yield item;
     },
 
-    async markFinished(importId: string, round: number, resultsDir: string, now = Date.now()): Promise<void> {
-      // Only the current round finishes the import: a retry meanwhile started another.
-      const current = Number(await redis.hget(keys.importRecord(importId), 'round'));
-      if (current !== round) return;
-      await redis.hset(keys.importRecord(importId), { finishedAt: String(now), resultsDir });
+    /**
+     * Marks the import's current round finished (its results are written) and
+     * sets its record, ledger and counts to expire after `retentionSeconds`:
+     * personal data is kept only so long. A retry reopens it, and removes the
+     * expiry again.
+     */
+    async markFinished(importId: string, round: number, resultsDir: string, retentionSeconds: number, now = Date.now()): Promise<boolean> {
+      const reply = await markFinishedScript.run(redis, importKeys(importId), [String(round), String(now), resultsDir, String(Math.max(1, Math.round(retentionSeconds)))]);
+      return reply === 1;
+    },
+
+    /**
+     * When an import's data expires (undefined: never, it is not finished)
+     * and what its keys take in Redis (MEMORY USAGE, which samples large hashes).
+     */
+    async footprint(importId: string): Promise<{ expiresAt: number | undefined; bytes: number }> {
+      const ttl = await redis.pttl(keys.importRecord(importId));
+      let bytes = 0;
+      for (const key of importKeys(importId)) {
+        const usage = await redis.call('MEMORY', 'USAGE', key);
+        if (typeof usage === 'number') bytes += usage;
+      }
+      return { expiresAt: ttl > 0 ? Date.now() + ttl : undefined, bytes };
     },
   };
+
+  /** Every key of one import, its record first. */
+  function importKeys(importId: string): string[] {
+    return [keys.importRecord(importId), keys.ledger(importId), keys.counts(importId), keys.matchDigests(importId), keys.findPlan(importId), keys.foundRecords(importId)];
+  }
 }
 
 function numbers(reply: unknown, length: number): number[] {

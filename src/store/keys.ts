@@ -22,6 +22,8 @@ export function storeKeys(prefix: string) {
     foundRecords: (importId: string) => `${prefix}:import:${importId}:records`,
     /** Hash: the pages of an import's searches by name, and their counts (src/customers/nameSearch.ts). */
     nameSearches: (importId: string) => `${prefix}:import:${importId}:names`,
+    /** String: held by the worker that sweeps the unfinished imports this interval (src/import/sweep.ts). */
+    sweepLock: `${prefix}:sweep-lock`,
     /** The fleet-wide API budget: theoretical arrival time, and the block after a 429. */
     budgetTat: `${prefix}:budget:tat`,
     budgetBlockedUntil: `${prefix}:budget:blocked-until`,

@@ -1,0 +1,242 @@
+/**
+ * Every row reaches an outcome: a batch that fails for good hands its rows
+ * on, a worker without the card key leaves card jobs to one that has it, the
+ * sweep and `retry` queue rows whose jobs are gone, `import --wait` never
+ * waits for ever, and a vanished import is one line. Real Redis, the sandbox
+ * over HTTP.
+ */
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import type { Job } from 'bullmq';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ImportStalledError, EXIT_CODES, exitReportFor } from '../../src/cli/exitCodes.js';
+import { waitForImport } from '../../src/cli/import.js';
+import { FileRejectedError } from '../../src/csv/errors.js';
+import { BLANK_CUSTOMER_INPUT } from '../../src/csv/rows.js';
+import { createLogger } from '../../src/log.js';
+import { importFile } from '../../src/import/producer.js';
+import { retryRows } from '../../src/import/retry.js';
+import { ImportNotFoundError } from '../../src/import/status.js';
+import { sweepImport } from '../../src/import/sweep.js';
+import { batchJobId, getRowJob, type RowBatchData } from '../../src/queue/queues.js';
+import { openRuntime, startWorkers, type Runtime } from '../../src/runtime.js';
+import { waitFinished } from '../support/imports.js';
+import { startPipeline, until, type Pipeline } from '../support/pipeline.js';
+
+let pipeline: Pipeline | undefined;
+const others: Runtime[] = [];
+afterEach(async () => {
+  for (const runtime of others.splice(0)) await runtime.close();
+  await pipeline?.close();
+  pipeline = undefined;
+});
+
+async function enqueue(p: Pipeline, content: string, attempts?: number): Promise<string> {
+  const { store, queues, keyring, logger } = p.runtime;
+  const result = await importFile({ file: await p.file(`rows-${Math.random().toString(36).slice(2)}.csv`, content), attempts }, { store, queues, keyring, logger });
+  expect(result.outcome).toBe('enqueued');
+  return result.importId;
+}
+
+function customersCsv(n: number, last = 'Outcome'): string {
+  const lines = ['FirstName,LastName,EmailAddress'];
+  for (let i = 1; i <= n; i++) lines.push(`Row${i},${last},row${i}.${last.toLowerCase()}@example.com`);
+  return `${lines.join('\n')}\n`;
+}
+
+const SIGNUPS = [
+  'Customer.FirstName,Customer.LastName,CreditCardInfo.AccountNumber,CreditCardInfo.CVCode,CreditCardInfo.ExpirationDate,Subscription.OfferCode',
+  'Ana,Keyed,4111111111111111,321,1230,STREAM-PLUS',
+  'Ben,Keyed,5555555555554444,654,1230,STREAM-PLUS',
+].join('\n');
+
+/** A second process of the fleet on the same Redis prefix and sandbox, without a card key; its log lines are kept. */
+async function keylessRuntime(p: Pipeline): Promise<{ runtime: Runtime; logs: () => string }> {
+  let text = '';
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      text += chunk.toString('utf8');
+      done();
+    },
+  });
+  const runtime = await openRuntime({ ...p.runtime.config, cardKey: undefined }, createLogger({ level: 'info', destination: sink }));
+  others.push(runtime);
+  return { runtime, logs: () => text };
+}
+
+describe('every row reaches an outcome', () => {
+  it('a card batch taken by a worker without the key goes back without spending an attempt, and a worker with the key runs it', async () => {
+    pipeline = await startPipeline({ workers: false });
+    const id = await enqueue(pipeline, SIGNUPS);
+    const keyless = await keylessRuntime(pipeline);
+    const handles = startWorkers(keyless.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 2 });
+    expect(keyless.logs()).toContain('this worker has no SUBSYNC_CARD_KEY: it will leave card and sign-up rows to workers that have the key');
+    const batch = await until(async () => {
+      const job = await pipeline?.runtime.queues.rows.getJob(batchJobId(id, 0));
+      return job && (await job.getState()) === 'delayed' ? job : undefined;
+    }, 'the keyless worker to put the batch back');
+    expect(batch.attemptsMade).toBe(0);
+    expect(Object.keys((batch.data as RowBatchData).secrets ?? {})).toEqual(['1', '2']);
+    expect(pipeline.sandbox.store.customers().filter((c) => c.LastName === 'Keyed')).toHaveLength(0);
+    await handles.rows.close();
+
+    // `import --wait` with only keyless workers says so rather than waiting for ever.
+    const stillKeyless = startWorkers(keyless.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 2, control: false });
+    await expect(waitForImport(pipeline.runtime, id, undefined, { pollMs: 50, quietMs: 100, giveUpMs: 300 })).rejects.toThrow(/lacks SUBSYNC_CARD_KEY/);
+    await stillKeyless.rows.close();
+
+    pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 2, backoff: { baseMs: 20, capMs: 200 } });
+    const status = await waitFinished(pipeline, id);
+    expect(status.counts).toMatchObject({ 'signed-up': 2, failed: 0 });
+    expect(pipeline.sandbox.store.customers().filter((c) => c.LastName === 'Keyed')).toHaveLength(2);
+  });
+
+  it('a batch that fails unrecoverably hands its rows to row jobs, which run them once each', async () => {
+    pipeline = await startPipeline({ workers: false, seed: false });
+    const { queues } = pipeline.runtime;
+    const id = await enqueue(pipeline, customersCsv(5, 'Handed'));
+    // A row the ledger does not know makes the batch unrecoverable.
+    const batch = (await queues.rows.getJob(batchJobId(id, 0))) as Job<RowBatchData> | undefined;
+    await batch?.updateData({ importId: id, rows: [1, 2, 3, 4, 5, 999] });
+    pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 4, backoff: { baseMs: 20, capMs: 200 } });
+    const status = await waitFinished(pipeline, id);
+    expect(status.counts).toMatchObject({ created: 5 });
+    expect(pipeline.sandbox.store.customers()).toHaveLength(5);
+    expect(await queues.rows.getJob(batchJobId(id, 0))).toBeUndefined();
+    expect(await pipeline.runtime.store.getRow(id, 3)).toMatchObject({ s: 'created', h: 1 });
+  });
+
+  it('a batch whose attempts run out against a broken ledger leaves no row without an outcome: the sweep queues its rows with their card data', async () => {
+    pipeline = await startPipeline({ workers: false });
+    const { store, queues, redis } = pipeline.runtime;
+    const id = await enqueue(pipeline, SIGNUPS, 2);
+    // The ledger unreadable (a Redis fault every read hits): both attempts of the batch fail.
+    const ledger = store.keys.ledger(id);
+    await redis.rename(ledger, `${ledger}:aside`);
+    await redis.set(ledger, 'not a hash');
+    pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 2, backoff: { baseMs: 20, capMs: 200 }, sweep: { intervalMs: 60_000 } });
+    const failed = await until(async () => {
+      const job = await queues.rows.getJob(batchJobId(id, 0));
+      return job && (await job.getState()) === 'failed' ? job : undefined;
+    }, 'the batch to fail for good');
+    expect(failed.attemptsMade).toBe(2);
+    expect((await store.counts(id)).settled).toBe(0);
+
+    await redis.del(ledger);
+    await redis.rename(`${ledger}:aside`, ledger);
+    const reports = await pipeline.workers.sweeper.runOnce(Date.now() + 3_600_000);
+    expect(reports.find((r) => r.importId === id)).toMatchObject({ unsettled: 2, live: 0, requeued: [1, 2], withoutCards: [] });
+    // The dead batch, which held the card data, is gone: the row jobs hold it now.
+    expect(await queues.rows.getJob(batchJobId(id, 0))).toBeUndefined();
+    const status = await waitFinished(pipeline, id);
+    expect(status.counts).toMatchObject({ 'signed-up': 2 });
+  });
+
+  it('the sweep queues again rows whose jobs were deleted, and a sent row reads back instead of creating twice', async () => {
+    pipeline = await startPipeline({ workers: false, seed: false });
+    const { store, queues } = pipeline.runtime;
+    const id = await enqueue(pipeline, customersCsv(30, 'Swept'));
+    // Row 27 was sent by a worker that died before its answer: the customer exists.
+    const sent = pipeline.sandbox.store.createCustomer({ ...BLANK_CUSTOMER_INPUT, FirstName: 'Row27', LastName: 'Swept', EmailAddress: 'row27.swept@example.com' });
+    await store.updateUnsettled(id, 27, { ...(await store.getRow(id, 27))!, s: 'sent', a: 1 });
+    // The second batch (rows 26-30) is deleted by hand.
+    await (await queues.rows.getJob(batchJobId(id, 1)))?.remove();
+    expect(await sweepImport(store, queues, id)).toMatchObject({ unsettled: 30, live: 25, requeued: [26, 27, 28, 29, 30] });
+    // Swept again: every row has a live job now, nothing is added twice.
+    expect(await sweepImport(store, queues, id)).toMatchObject({ unsettled: 30, live: 30, requeued: [] });
+    expect(await (await getRowJob(queues, id, 27))?.getState()).toBe('waiting');
+
+    pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 4, backoff: { baseMs: 20, capMs: 200 } });
+    const status = await waitFinished(pipeline, id);
+    expect(status.counts).toMatchObject({ created: 29, reconciled: 1 });
+    expect(await store.getRow(id, 27)).toMatchObject({ s: 'reconciled', cid: sent.CustomerID });
+    expect(pipeline.sandbox.store.customers()).toHaveLength(30);
+  });
+
+  it('the workers sweep by themselves', async () => {
+    pipeline = await startPipeline({ workers: false, seed: false });
+    const { queues } = pipeline.runtime;
+    const id = await enqueue(pipeline, customersCsv(3, 'Periodic'));
+    await (await queues.rows.getJob(batchJobId(id, 0)))?.remove();
+    pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 2, sweep: { intervalMs: 100, quietMs: 0 } });
+    const status = await waitFinished(pipeline, id);
+    expect(status.counts).toMatchObject({ created: 3 });
+    expect(pipeline.logs()).toContain('sweep: rows of this import had no job that would run them');
+  });
+
+  it('retry takes pending and sent rows that no job will run, and leaves those a job will run', async () => {
+    pipeline = await startPipeline({ workers: false, seed: false });
+    const { store, queues } = pipeline.runtime;
+    const id = await enqueue(pipeline, customersCsv(30, 'Retried'));
+    await store.updateUnsettled(id, 2, { ...(await store.getRow(id, 2))!, s: 'sent', a: 1 });
+    await expect(retryRows(store, queues, id, 2)).rejects.toThrow(/row 2 is sent and its job will run it/);
+    await (await queues.rows.getJob(batchJobId(id, 0)))?.remove();
+    expect(await retryRows(store, queues, id, 2)).toEqual({ retried: [2], skipped: [] });
+    const all = await retryRows(store, queues, id);
+    expect(all.retried).toEqual(Array.from({ length: 25 }, (_, i) => i + 1).filter((r) => r !== 2));
+
+    pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 4 });
+    const status = await waitFinished(pipeline, id);
+    // Row 2 was never really sent: it read back, found nothing, and was created.
+    expect(status.counts).toMatchObject({ created: 30 });
+    expect(pipeline.sandbox.store.customers()).toHaveLength(30);
+  });
+
+  it('import --wait stops, saying what to start, when no worker runs the rows; and a vanished import is one line', async () => {
+    pipeline = await startPipeline({ workers: false, seed: false });
+    const id = await enqueue(pipeline, customersCsv(2, 'Waiting'));
+    const stalled = waitForImport(pipeline.runtime, id, undefined, { pollMs: 50, quietMs: 100, giveUpMs: 300 });
+    await expect(stalled).rejects.toBeInstanceOf(ImportStalledError);
+    await expect(stalled).rejects.toThrow(/2 rows of import .* have no outcome, and no subsync worker is running .* start one/);
+    const report = exitReportFor(await stalled.catch((e: unknown) => e));
+    expect(report.code).toBe(EXIT_CODES.stalled);
+    expect(report.message?.split('\n')).toHaveLength(1);
+
+    const { redis, store } = pipeline.runtime;
+    await redis.del(store.keys.importRecord(id), store.keys.ledger(id), store.keys.counts(id));
+    const vanished = await waitForImport(pipeline.runtime, id, undefined, { pollMs: 50 }).catch((e: unknown) => e);
+    expect(vanished).toBeInstanceOf(ImportNotFoundError);
+    const told = exitReportFor(vanished);
+    expect(told.code).toBe(EXIT_CODES.notFound);
+    expect(told.message).toMatch(/^subsync: import \w+ vanished from Redis/);
+    expect(told.message).not.toContain('    at ');
+    expect(told.message?.split('\n')).toHaveLength(1);
+  });
+
+  it('--force is refused while an earlier import of the same bytes has rows without an outcome', async () => {
+    pipeline = await startPipeline({ workers: false, seed: false });
+    const { store, queues, keyring, logger } = pipeline.runtime;
+    const file = await pipeline.file('forced.csv', customersCsv(3, 'Forced'));
+    const first = await importFile({ file }, { store, queues, keyring, logger });
+    expect(first.outcome).toBe('enqueued');
+    const refused = importFile({ file, force: true }, { store, queues, keyring, logger });
+    await expect(refused).rejects.toBeInstanceOf(FileRejectedError);
+    await expect(refused).rejects.toThrow(new RegExp(`--force refused: import ${first.importId} of the same bytes still has 3 rows without an outcome`));
+    expect(await store.listImportIds()).toEqual([first.importId]);
+
+    pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 2 });
+    await waitFinished(pipeline, first.importId);
+    await pipeline.workers.rows.close();
+    await pipeline.workers.control?.close();
+    const again = await importFile({ file, force: true, allowDuplicates: true }, { store, queues, keyring, logger });
+    expect(again.outcome).toBe('enqueued');
+    expect(again.importId).not.toBe(first.importId);
+    // A second forced import while that one runs is refused too, naming it.
+    await expect(importFile({ file, force: true }, { store, queues, keyring, logger })).rejects.toThrow(new RegExp(`import ${again.importId} of the same bytes`));
+    pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 2 });
+    expect((await waitFinished(pipeline, again.importId)).counts).toMatchObject({ created: 3 });
+  });
+
+  it('import --wait stops when writing the results keeps failing, saying so', async () => {
+    pipeline = await startPipeline({ seed: false });
+    // A file where the results folder should be: every finalize fails.
+    await writeFile(path.join(pipeline.dataDir, 'results'), 'not a folder');
+    const id = await enqueue(pipeline, customersCsv(2, 'Unwritten'));
+    const stalled = waitForImport(pipeline.runtime, id, undefined, { pollMs: 50, quietMs: 100, giveUpMs: 300 });
+    await expect(stalled).rejects.toThrow(/every row of import \w+ has an outcome, but writing its results keeps failing/);
+    expect((await pipeline.runtime.store.counts(id)).settled).toBe(2);
+    // The worker's log says why.
+    expect(pipeline.logs()).toMatch(/"place":"control job import.finalize","code":"(EEXIST|ENOTDIR)"/);
+  });
+});
