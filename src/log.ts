@@ -1,6 +1,6 @@
 /**
  * The logger: pino, with card data and credentials redacted by configuration
- * rather than by care (STYLE habit 11, DESIGN section 6).
+ * rather than by care.
  *
  * Redaction is by path. pino's wildcards match one level each, so the card
  * fields are listed at every depth from 0 to {@link REDACT_DEPTH}: a log call

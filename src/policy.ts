@@ -46,7 +46,7 @@ export const TRANSIENT_NETWORK_ERROR_CODES: ReadonlySet<string> = new Set([
 
 /**
  * A refusal whose Message says the fault is temporary is transient even with
- * a 4xx status (DESIGN section 4). The service's failure messages are not
+ * a 4xx status. The service's failure messages are not
  * shown, so these are the usual phrasings; matched case-insensitively.
  */
 export const TRANSIENT_MESSAGE_PATTERNS: readonly RegExp[] = [
@@ -77,7 +77,7 @@ export const HTTP_DEFAULTS = {
 export const JOB_LOCK_MS = 60_000;
 
 /**
- * Retry defaults for row jobs (DESIGN section 4). The wait before attempt
+ * Retry defaults for row jobs. The wait before attempt
  * n+1 is drawn from [floor · c, c) with c = min(cap, base · factor^(n-1)):
  * spread at random over the upper half of its ceiling, so a fleet's retries
  * still scatter, but never shorter than half of it. With these values the
@@ -142,7 +142,7 @@ export const DEFAULT_CONCURRENCY = 16;
 /** Search page size of the interface's maximum. */
 export const SEARCH_PAGE_SIZE = 100;
 
-/** Export defaults (DESIGN section 5). */
+/** Export defaults. */
 export const EXPORT_DEFAULTS = {
   /** Search pages in flight at once per export; every one draws from the fleet-wide API budget. */
   concurrency: 8,

@@ -22,7 +22,7 @@ import { startSweeper } from './import/sweep.js';
 /**
  * The long-lived things one subsync process holds, assembled from the
  * configuration, each with `close()`; `close()` here releases them in reverse
- * order of opening (STYLE habit 8).
+ * order of opening.
  */
 export interface Runtime {
   config: Config;

@@ -1,5 +1,5 @@
 /**
- * Secrets out of every text subsync keeps or prints (DESIGN section 6, PCI
+ * Secrets out of every text subsync keeps or prints (PCI
  * DSS requirement 3): one function, {@link scrubSecrets}, applied where a
  * text is born or leaves: an API error's message (src/api/errors.ts), a
  * row's stored reason (src/queue/rowWorker.ts), the logger's `err`

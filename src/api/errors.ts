@@ -8,7 +8,7 @@ import {
 } from '../policy.js';
 import { scrubErrorInPlace, scrubberFor, type KnownSecrets } from '../secrets.js';
 
-/** The seven operations of api-interface.md section 4, by name. */
+/** The seven operations of the service's interface, by name. */
 export type Endpoint =
   | 'searchCustomers'
   | 'getCustomer'

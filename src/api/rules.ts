@@ -1,5 +1,5 @@
 /**
- * Field rules shared by the CSV validation and the sandbox (DESIGN section 2).
+ * Field rules shared by the CSV validation and the sandbox.
  * Pure functions: each returns true when the value passes.
  */
 import { scrubSecrets } from '../secrets.js';

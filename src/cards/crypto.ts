@@ -1,5 +1,5 @@
 /**
- * Card fields at rest (DESIGN section 6, PCI DSS requirement 3): the
+ * Card fields at rest (PCI DSS requirement 3): the
  * AccountNumber and CVCode of a job are never stored in plaintext in Redis.
  * A row's card fields are sealed together into one token with AES-256-GCM:
  *

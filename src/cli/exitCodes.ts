@@ -1,5 +1,5 @@
 /**
- * Exit codes, mapped from error classes in this one place (STYLE habit 9).
+ * Exit codes, mapped from error classes in this one place.
  * Commands throw; they never call `process.exit` with a number of their own.
  */
 import { statSync } from 'node:fs';

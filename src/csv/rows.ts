@@ -1,7 +1,7 @@
 /**
- * One row of a planned file: its validation (DESIGN section 2, "Per row"),
+ * One row of a planned file: its validation,
  * the request bodies built from it (pure; the workers call these), and its
- * masked copy for results, errors and the dashboard (DESIGN section 6).
+ * masked copy for results, errors and the dashboard.
  *
  * Decisions:
  * - Cell values are trimmed of surrounding whitespace before they are checked
@@ -438,7 +438,7 @@ function locate(row: CsvRow): string {
 }
 
 /**
- * Every rule the row breaks (DESIGN section 2), none when it may be sent. A
+ * Every rule the row breaks, none when it may be sent. A
  * row that repeats the header, or whose cell count differs from the header's,
  * reports only that: its values are not where their columns say, so nothing
  * else about it is true.

@@ -2,7 +2,7 @@ import type { Queues } from '../queue/queues.js';
 import { getRowJob } from '../queue/queues.js';
 
 /**
- * A settled import lets go of its card data (DESIGN section 6): the sealed
+ * A settled import lets go of its card data: the sealed
  * card cells of the jobs it keeps (failed and needs-review rows, for the
  * dashboard) are removed. Completed jobs are removed at once anyway, batch
  * jobs drop a row's cells before it settles, and the ledger only ever held

@@ -10,7 +10,7 @@ import type { ImportRecord, ImportStore, LedgerEntry } from '../store/importStor
 import { jobNameOf } from './producer.js';
 
 /**
- * Edit and retry (DESIGN section 9): support staff fix a row that did not
+ * Edit and retry: support staff fix a row that did not
  * succeed (invalid, failed or needs-review) and run it again, without
  * re-importing the file.
  *
@@ -27,7 +27,7 @@ import { jobNameOf } from './producer.js';
  * - The card number is reused from the row's kept job while it holds one
  *   sealed; once the import has settled it is gone (src/import/cardData.ts)
  *   and must be entered again. The CVC is never reused: it is kept only until
- *   a row has an outcome (DESIGN section 6), so a retry asks for it again,
+ *   a row has an outcome, so a retry asks for it again,
  *   and a blank one is sent blank (the API takes a card without it).
  * - A needs-review create may have been applied: it goes back as `sent`, so
  *   it reads back before sending, and the fields that reading back compares

@@ -15,7 +15,7 @@ export const resultsDirOf = (dataDir: string, importId: string): string => path.
 
 /**
  * Writes results.csv, errors.csv and summary.json once every row of an
- * import has settled (DESIGN section 3), from the ledger alone, so any worker
+ * import has settled, from the ledger alone, so any worker
  * on any machine can do it. A stale round (a retry reopened rows since) is
  * skipped: the round that settles last writes the files.
  */
@@ -92,7 +92,7 @@ export async function finalizeImport(input: {
       rateLimited: counts.rateLimited,
     },
   });
-  // The import has settled: its card data goes (DESIGN section 6) before it is seen as finished.
+  // The import has settled: its card data goes before it is seen as finished.
   await forgetCardData(input.queues, importId, keptRows);
   // The records an upsert's scan kept are personal data the results now hold.
   await store.forgetFinding(importId);

@@ -104,11 +104,10 @@ export interface ProducerDeps {
 }
 
 /**
- * Validates a CSV file and enqueues one job per valid row (DESIGN sections 2
- * and 4). Header problems reject the file before anything is enqueued. The
- * import id is the hash of the kind and the file's bytes, and each row's job
- * id derives from it, so a producer re-run after a crash half-way adds
- * nothing twice: ledger entries are written only where none exists, settled
+ * Validates a CSV file and enqueues its valid rows (in batch jobs). Header
+ * problems reject the file before anything is enqueued. The import id is
+ * the hash of the kind and the file's bytes, and each job id derives from
+ * it, so a producer re-run after a crash half-way adds nothing twice: ledger entries are written only where none exists, settled
  * rows stay settled, and BullMQ ignores a job id it already has.
  *
  * The file is parsed once. Before it, one read at disk speed hashes the bytes
@@ -453,7 +452,7 @@ async function refuseBlankedPasswords(file: string, plan: ColumnPlan, match: str
 /**
  * Reads each distinct offer of a sign-ups file: it must exist and be Active.
  * Whether an offer requires provisioning is not part of the Offer object
- * (api-interface.md 2.4), so that is left to the service's refusal.
+ * (not shown by the service's interface), so that is left to the service's refusal.
  */
 async function checkOffers(api: ApiClient, codes: ReadonlySet<string>): Promise<OfferCheck[]> {
   const checks: OfferCheck[] = [];

@@ -19,8 +19,8 @@ export interface RetryResult {
 }
 
 /**
- * Runs failed and needs-review rows again, with the same reconciliation rules
- * (DESIGN section 4): a needs-review row may have been applied, so it goes
+ * Runs failed and needs-review rows again, with the same reconciliation
+ * rules: a needs-review row may have been applied, so it goes
  * back as `sent` and reconciles before anything is sent again. The import
  * starts a new round and writes its results again when the rows settle.
  *

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { JOB_NAMES, type JobName } from '../outcomes.js';
 import { RETRY_DEFAULTS } from '../policy.js';
 
-/** The queue that carries every API-calling row job (DESIGN section 1). */
+/** The queue that carries every API-calling row job. */
 export const ROWS_QUEUE = 'subsync-rows';
 /** File-level work: finalising imports, exports. */
 export const CONTROL_QUEUE = 'subsync-control';

@@ -435,8 +435,8 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
 
   /**
    * A card batch's sealed cells, let go row by row: once a row has settled
-   * or has a job of its own, its cells leave the batch's data (DESIGN
-   * section 6: a CVC is kept only until its row has an outcome).
+   * or has a job of its own, its cells leave the batch's data (a CVC is
+   * kept only until its row has an outcome).
    */
   function heldSecrets(job: Job<RowBatchData, unknown, typeof BATCH_JOB>, data: RowBatchData) {
     const remaining = { ...data.secrets };
@@ -583,7 +583,7 @@ function openCells(stored: LedgerEntry, token: string | undefined, keyring: Card
 
 /**
  * The data a failed row job keeps for the dashboard: its card cells without
- * the CVC (DESIGN section 6: kept only until the row has a definite outcome;
+ * the CVC (kept only until the row has a definite outcome;
  * the card number stays sealed until the import settles, for a retry), and
  * nothing of its batch, so a retry starts afresh.
  */

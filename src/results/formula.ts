@@ -1,5 +1,5 @@
 /**
- * Spreadsheet formula injection (DESIGN section 6). A spreadsheet that opens a
+ * Spreadsheet formula injection. A spreadsheet that opens a
  * CSV evaluates a cell beginning with `=`, `+`, `-` or `@` as a formula, and
  * some also after a leading tab, CR, LF or NUL. Prefixing `'` makes the cell
  * text. csv-stringify's own `escape_formulas` misses LF and NUL, hence this.

@@ -1,5 +1,5 @@
 /**
- * The three result files of a settled import (DESIGN section 3), written into
+ * The three result files of a settled import, written into
  * `results/<importId>/`:
  * - `results.csv`: every input row in input order, its own columns then
  *   `_row,_status,_customerId,_subscriptionId,_paymentMethodKey,_attempts,_error`;

@@ -15,7 +15,7 @@ export const SandboxFaultsPatchSchema = z
   })
   .partial();
 
-/** The sandbox's switchable faults (DESIGN section 7). All off by default. */
+/** The sandbox's switchable faults. All off by default. */
 export interface SandboxFaults {
   /** Added before every /json request is handled. */
   latencyMs: number;

@@ -81,7 +81,7 @@ interface Route {
 }
 
 /**
- * Starts the in-memory sandbox of DESIGN section 7 on real HTTP. Routes not
+ * Starts the in-memory sandbox on real HTTP. Routes not
  * under /json: `GET /_sandbox/stats` (with the number of customers),
  * `GET|PUT /_sandbox/faults` (switch faults at run time, for a sandbox in
  * another process), `GET /_sandbox/customers` (every customer, for checks) and

@@ -5,7 +5,7 @@ import { storeKeys } from './keys.js';
 import { luaScript } from './script.js';
 
 /**
- * The import state in Redis (DESIGN section 4): one record per import, and a
+ * The import state in Redis: one record per import, and a
  * durable per-row ledger separate from the BullMQ jobs, so that a removed or
  * re-added job can never make a settled row run again.
  *
