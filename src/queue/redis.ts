@@ -16,7 +16,7 @@ export class RedisCheckError extends Error {
 
 /** How to start a Redis that suits subsync, for the unreachable message. */
 export const START_REDIS_HINT =
-  'start one with: redis-server --daemonize yes --port 6379 --maxmemory-policy noeviction --appendonly yes';
+  'start one with: redis-server --daemonize yes --port 6379 --maxmemory-policy noeviction --appendonly yes --appendfsync always';
 
 /**
  * A connection for subsync's own keys and for BullMQ. `autoPipelining` sends
@@ -49,7 +49,7 @@ function clusterNode(url: string): { node: { host: string; port: number }; redis
 /**
  * Checks the Redis at start: reachable, `maxmemory-policy
  * noeviction` (BullMQ loses jobs under eviction: refused), and persistence
- * (warned about when off: a restart then loses every queue and ledger).
+ * (what it keeps of an acknowledged write: see durabilityWarning).
  * Returns the warnings. A managed Redis that forbids CONFIG is let through
  * with a warning, since the policy cannot be read.
  */
@@ -88,18 +88,66 @@ async function checkNodes(url: string, client: RedisClient, nodesOf: () => Promi
   }
 }
 
-/** One node's policy (noeviction, else refused) and persistence (warned about when off). */
+/** What a Redis node keeps of an acknowledged write, as its settings say. */
+export interface Durability {
+  appendonly: boolean;
+  /** `always`, `everysec` or `no` (only read when appendonly). */
+  appendfsync: string;
+  /** RDB `save` rules; '' for none. */
+  save: string;
+  /** Replicas connected to this master, and `min-replicas-to-write`. */
+  replicas: number;
+  minReplicasToWrite: number;
+}
+
+/**
+ * What the node's persistence means for subsync's promise ("nothing created
+ * twice, every row one outcome"), as one warning, or undefined when an
+ * acknowledged write survives a host crash (AOF with `appendfsync always`,
+ * and no replica a failover could promote while it lags behind).
+ *
+ * The promise rests on the ledger: a row is marked `sent` before its
+ * request leaves. Redis that comes back without its last acknowledged
+ * writes (the tail of an AOF not yet fsync'd, everything after the last RDB
+ * snapshot, what a promoted replica had not received) can forget such a
+ * mark, and the row may then be sent again. subsync does not detect that
+ * rollback yet, so these settings are told at start, each with its fix.
+ */
+export function durabilityWarning(d: Durability): string | undefined {
+  const failover =
+    d.replicas > 0 && d.minReplicasToWrite === 0
+      ? `; with ${d.replicas} replica(s) and min-replicas-to-write 0, a failover to a replica that lagged behind loses the writes it had not received`
+      : '';
+  if (!d.appendonly && d.save.trim() === '') {
+    return 'Redis persists nothing (no RDB snapshots, no AOF): a Redis restart loses every queued row and ledger; fine for tests, not for production (use --appendonly yes --appendfsync always)';
+  }
+  const risk = 'a create whose sent mark is lost that way may be sent again (nothing created twice holds only for what Redis keeps)';
+  if (!d.appendonly) {
+    return `Redis keeps RDB snapshots only (save ${d.save.trim()}): a restart loses every write after the last snapshot, and ${risk}${failover}; use --appendonly yes --appendfsync always`;
+  }
+  if (d.appendfsync !== 'always') {
+    return `Redis appends to its AOF with appendfsync ${d.appendfsync}: a host crash or power loss loses ${d.appendfsync === 'everysec' ? 'up to the last second' : 'what the OS had not yet written'} of acknowledged writes, and ${risk}${failover}; use --appendfsync always`;
+  }
+  return failover === '' ? undefined : `Redis fsyncs every write${failover}, and ${risk}; set min-replicas-to-write 1 (and WAIT-based writes are not used yet)`;
+}
+
+/** One node's policy (noeviction, else refused) and persistence (what it keeps of an acknowledged write, told as a warning). */
 async function checkNode(url: string, redis: Redis): Promise<string[]> {
   const warnings: string[] = [];
   let policy: string | undefined;
-  let save = '';
-  let appendonly = '';
+  let durability: Durability;
   try {
+    const value = async (name: string): Promise<string> => configValue(await redis.config('GET', name)) ?? '';
     policy = configValue(await redis.config('GET', 'maxmemory-policy'));
-    save = configValue(await redis.config('GET', 'save')) ?? '';
-    appendonly = configValue(await redis.config('GET', 'appendonly')) ?? '';
+    durability = {
+      appendonly: (await value('appendonly')) === 'yes',
+      appendfsync: await value('appendfsync'),
+      save: await value('save'),
+      replicas: Number(/connected_slaves:(\d+)/.exec(await redis.info('replication'))?.[1] ?? 0),
+      minReplicasToWrite: Number((await value('min-replicas-to-write')) || 0),
+    };
   } catch {
-    warnings.push('Redis refuses CONFIG GET, so its maxmemory-policy and persistence cannot be checked; they must be noeviction and on');
+    warnings.push('Redis refuses CONFIG GET, so its maxmemory-policy and persistence cannot be checked; they must be noeviction and AOF with appendfsync always');
     return warnings;
   }
   if (policy !== undefined && policy !== 'noeviction') {
@@ -108,11 +156,8 @@ async function checkNode(url: string, redis: Redis): Promise<string[]> {
       `Redis at ${redactUrl(url)} has maxmemory-policy ${policy}; subsync needs noeviction (BullMQ loses jobs when keys are evicted): CONFIG SET maxmemory-policy noeviction`,
     );
   }
-  if (save.trim() === '' && appendonly !== 'yes') {
-    warnings.push(
-      'Redis persists nothing (no RDB snapshots, no AOF): a Redis restart loses every queued row and ledger; fine for tests, not for production (use --appendonly yes)',
-    );
-  }
+  const warning = durabilityWarning(durability);
+  if (warning) warnings.push(warning);
   return warnings;
 }
 

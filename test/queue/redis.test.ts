@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { RedisCheckError, checkRedis } from '../../src/queue/redis.js';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { RedisCheckError, checkRedis, durabilityWarning } from '../../src/queue/redis.js';
 import { freePort, startOwnRedis } from '../support/redisServer.js';
 
 async function withRedis(args: string[], body: (url: string) => Promise<void>): Promise<void> {
@@ -25,6 +28,27 @@ describe('checkRedis', () => {
     await withRedis(['--maxmemory-policy', 'noeviction', '--appendonly', 'no'], async (url) => {
       expect((await checkRedis(url)).join('\n')).toMatch(/persists nothing/);
     });
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'subsync-aof-'));
+    try {
+      await withRedis(['--maxmemory-policy', 'noeviction', '--appendonly', 'yes', '--appendfsync', 'always', '--dir', dir], async (url) => {
+        expect(await checkRedis(url)).toEqual([]);
+      });
+      await withRedis(['--maxmemory-policy', 'noeviction', '--appendonly', 'yes', '--appendfsync', 'everysec', '--dir', dir], async (url) => {
+        expect((await checkRedis(url)).join('\n')).toMatch(/appendfsync everysec: a host crash or power loss loses up to the last second of acknowledged writes.*--appendfsync always/);
+      });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('tells what each persistence keeps of an acknowledged write', () => {
+    const base = { appendonly: true, appendfsync: 'always', save: '', replicas: 0, minReplicasToWrite: 0 };
+    expect(durabilityWarning(base)).toBeUndefined();
+    expect(durabilityWarning({ ...base, appendonly: false, save: '3600 1' })).toMatch(/RDB snapshots only \(save 3600 1\): a restart loses every write after the last snapshot/);
+    expect(durabilityWarning({ ...base, appendfsync: 'no' })).toMatch(/loses what the OS had not yet written/);
+    expect(durabilityWarning({ ...base, replicas: 2 })).toMatch(/2 replica\(s\) and min-replicas-to-write 0, a failover to a replica that lagged behind/);
+    expect(durabilityWarning({ ...base, replicas: 2, minReplicasToWrite: 1 })).toBeUndefined();
+    expect(durabilityWarning({ ...base, appendonly: false })).toMatch(/persists nothing/);
   });
 
   it('says in one line how to start Redis when none answers', async () => {
