@@ -99,6 +99,10 @@ describe('errors and retry --group', () => {
     expect((await unknown.exited).code).toBe(EXIT_CODES.usage);
     expect(unknown.stderr().split('\n').filter((l) => l.startsWith('subsync:'))).toEqual([`subsync: import ${importId} has no rows in group failed:00000000 (\`subsync errors ${importId}\` lists its groups)`]);
 
+    const missing = subsync(['errors', 'no-such-import', '--json'], envOf(pipeline));
+    expect((await missing.exited).code).toBe(EXIT_CODES.notFound);
+    expect(missing.stdout()).toBe('');
+
     // Nothing sent, nothing reopened.
     expect(await store.getRows(importId, [1, 2, 3, 4, 5, 6, 7, 8])).toEqual(before);
     expect((await store.counts(importId)).apiCalls).toBe(calls);
