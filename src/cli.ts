@@ -12,6 +12,7 @@ import { CONFIG_VARIABLES } from './config.js';
 import { packageRoot } from './paths.js';
 import { register as registerDashboard } from './cli/dashboard.js';
 import { register as registerDemo } from './cli/demo.js';
+import { register as registerErrors } from './cli/errors.js';
 import { exitReportFor } from './cli/exitCodes.js';
 import { register as registerExport } from './cli/export.js';
 import { register as registerImport } from './cli/import.js';
@@ -63,6 +64,7 @@ function buildProgram(): Command {
   registerStart(program);
   registerStatus(program);
   registerIndex(program);
+  registerErrors(program);
   registerRetry(program);
   registerDashboard(program);
   registerExport(program);

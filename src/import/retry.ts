@@ -1,7 +1,8 @@
 import type { Queues, RowBatchData } from '../queue/queues.js';
 import { batchJobId, batchOf, getRowJob, rowJobOptions } from '../queue/queues.js';
 import { CARD_DATA_GONE, isLive, requeueStranded } from '../queue/requeue.js';
-import type { ImportStore, LedgerEntry } from '../store/importStore.js';
+import type { ImportRecord, ImportStore, LedgerEntry } from '../store/importStore.js';
+import { causeOf, rowsOfGroup } from './errorGroups.js';
 import { hadPassword } from './edit.js';
 import { ImportNotFoundError } from './status.js';
 import { sweepImport } from './sweep.js';
@@ -56,19 +57,40 @@ export async function retryRows(store: ImportStore, queues: Queues, importId: st
     for await (const item of store.rowsWithStatus(importId, new Set(RETRYABLE))) targets.push(item);
   }
 
+  await retryTargets(store, queues, record, targets, result);
+  if (only === undefined) {
+    // The stuck rows: pending or sent, and no job will run them.
+    const swept = await sweepImport(store, queues, importId);
+    result.retried.push(...(swept?.requeued ?? []));
+    for (const row of swept?.withoutCards ?? []) result.skipped.push({ row, reason: `settled failed: ${CARD_DATA_GONE}` });
+  }
+  return result;
+}
+
+/** Why a failed or needs-review row cannot be sent again as it is, or undefined when it can. */
+function notRetriable(record: ImportRecord, entry: LedgerEntry, job: Awaited<ReturnType<typeof getRowJob>>): string | undefined {
+  if (record.kind !== 'customers' && job?.data.secrets === undefined) {
+    // Card data lives only in the sealed job data, which is gone once the import settled.
+    return 'its card data is no longer held; import the corrected row again';
+  }
+  if (job?.data.secrets === undefined && hadPassword(record, entry)) {
+    // So does a password: the ledger holds only its mask, which must never be sent.
+    return 'its password is no longer held; enter it again (edit the row) or import the corrected row';
+  }
+  return undefined;
+}
+
+/** Reopens failed and needs-review rows and queues each in a job of its own. */
+async function retryTargets(store: ImportStore, queues: Queues, record: ImportRecord, targets: ReadonlyArray<{ row: number; entry: LedgerEntry }>, result: RetryResult): Promise<void> {
+  const importId = record.id;
   for (const { row, entry } of targets) {
     if (entry.j === null) continue;
     const job = await getRowJob(queues, importId, row);
     // The row now has a job of its own: its batch, if it ever runs again, leaves the row to that job.
     const reopened: LedgerEntry = { ...entry, s: entry.s === 'needs-review' ? 'sent' : 'pending', e: undefined, cand: undefined, h: 1 };
-    if (record.kind !== 'customers' && job?.data.secrets === undefined) {
-      // Card data lives only in the sealed job data, which is gone once the import settled.
-      result.skipped.push({ row, reason: 'its card data is no longer held; import the corrected row again' });
-      continue;
-    }
-    if (job?.data.secrets === undefined && hadPassword(record, entry)) {
-      // So does a password: the ledger holds only its mask, which must never be sent.
-      result.skipped.push({ row, reason: 'its password is no longer held; enter it again (edit the row) or import the corrected row' });
+    const why = notRetriable(record, entry, job);
+    if (why !== undefined) {
+      result.skipped.push({ row, reason: why });
       continue;
     }
     await store.reopenRow(importId, row, reopened);
@@ -80,11 +102,64 @@ export async function retryRows(store: ImportStore, queues: Queues, importId: st
     }
     result.retried.push(row);
   }
-  if (only === undefined) {
-    // The stuck rows: pending or sent, and no job will run them.
-    const swept = await sweepImport(store, queues, importId);
-    result.retried.push(...(swept?.requeued ?? []));
-    for (const row of swept?.withoutCards ?? []) result.skipped.push({ row, reason: `settled failed: ${CARD_DATA_GONE}` });
+}
+
+/** What retrying one group did, or with `dryRun` would do. */
+export interface GroupRetryResult extends RetryResult {
+  importId: string;
+  group: string;
+  reason: string;
+  status: 'failed' | 'needs-review';
+  dryRun: boolean;
+  /** Rows sent again (with dryRun: that would be). */
+  rows: number;
+  /** Of them, rows that may create a customer or a subscription: a create, a sign-up, an upsert that has no CustomerID yet. */
+  mayCreate: number;
+}
+
+/** Whether sending the row may create a customer or subscription (what an operator weighs before sending many again). */
+function mayCreate(entry: LedgerEntry): boolean {
+  return entry.j === 'customer.create' || entry.j === 'signup' || (entry.j === 'customer.upsert' && entry.cid === undefined);
+}
+
+/**
+ * Retries the rows of one group of `subsync errors` (its code), with the rules
+ * of retryRows: failed and needs-review rows only. A group of invalid rows is
+ * refused: their data must be fixed first. With `dryRun`, counts and sends
+ * nothing.
+ */
+export async function retryGroup(store: ImportStore, queues: Queues, importId: string, code: string, options: { dryRun?: boolean } = {}): Promise<GroupRetryResult> {
+  const record = await store.getImport(importId);
+  if (!record) throw new ImportNotFoundError(importId);
+  if (code.startsWith('invalid:')) {
+    throw new RetryError(`group ${code} holds invalid rows, which retry never sends: fix them and import them again, or edit them in the dashboard`);
   }
+  if (!code.startsWith('failed:') && !code.startsWith('needs-review:')) {
+    throw new RetryError(`${code} is not a group code of failed or needs-review rows (\`subsync errors ${importId}\` lists them)`);
+  }
+  const targets: Array<{ row: number; entry: LedgerEntry }> = [];
+  for await (const item of rowsOfGroup(store, importId, code)) targets.push(item);
+  const first = targets[0];
+  if (first === undefined) throw new RetryError(`import ${importId} has no rows in group ${code} (\`subsync errors ${importId}\` lists its groups)`);
+  const status = first.entry.s === 'needs-review' ? 'needs-review' : 'failed';
+  const result: GroupRetryResult = { importId, group: code, reason: causeOf(first.entry)?.reason ?? '', status, dryRun: options.dryRun === true, rows: 0, mayCreate: 0, retried: [], skipped: [] };
+  if (options.dryRun) {
+    for (const { row, entry } of targets) {
+      if (entry.j === null) continue;
+      const why = notRetriable(record, entry, await getRowJob(queues, importId, row));
+      if (why !== undefined) result.skipped.push({ row, reason: why });
+      else {
+        result.rows++;
+        if (mayCreate(entry)) result.mayCreate++;
+      }
+    }
+    return result;
+  }
+  await retryTargets(store, queues, record, targets, result);
+  const retried = new Set(result.retried);
+  for (const { row, entry } of targets) {
+    if (retried.has(row) && mayCreate(entry)) result.mayCreate++;
+  }
+  result.rows = result.retried.length;
   return result;
 }
