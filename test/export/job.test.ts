@@ -85,6 +85,8 @@ describe('export job', () => {
       expect(rows.slice(1)).toEqual(customers.map(expectedCsvRow));
       expect(manifest).toMatchObject({ count: before + 150, totalItemCount: { atStart: before, atEnd: before + 150 }, complete: true, duplicatesDropped: 0 });
       expect(manifest.drift?.reasons.join(' ')).toContain(`grew from ${before} to ${before + 150}`);
+      // All 150 were met and written: the drift counts them.
+      expect(manifest.drift?.added).toBe(150);
       // Whatever was read after the first round is the affected range only: the old last page and the new ones.
       const firstRound = Math.ceil(before / SEARCH_PAGE_SIZE) + 1;
       const later = log.seen.slice(firstRound).map((s) => s.skip / SEARCH_PAGE_SIZE);
