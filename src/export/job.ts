@@ -209,7 +209,8 @@ export async function runExport(input: {
   }
   const pruned = record.keep === undefined ? [] : await pruneExports(outDir, record.keep, record.base);
   // Complete, one listing: every customer present at the start is in the index, as of then.
-  if (complete && full) await rebuild?.commit({ startedAt: record.startedAt, count: written.count, ascending: full.ascending });
+  // Its end is read on from position `count` only when the file's customers are the listing's first `count` (no page missing or short before the last).
+  if (complete && full) await rebuild?.commit({ startedAt: record.startedAt, count: written.count, ascending: full.ascending && withoutGaps(full, options.pageSize) });
   else await rebuild?.abandon();
 
   const finishedAt = Date.now();
@@ -270,6 +271,16 @@ async function indexRebuild(index: CustomerIndex, log: Logger) {
       log.info({ customers: listing.count }, 'customer index rebuilt from the export');
     },
   };
+}
+
+/**
+ * Whether a listing's pages are 0..k-1, each full but the last: the
+ * customers written held positions 0..count-1. A listing proven by the
+ * customers of the start (pager.ts `coversStart`) may lack a page of the
+ * customers added meanwhile, or hold one read short.
+ */
+function withoutGaps(listing: PagedListing, pageSize: number): boolean {
+  return listing.pages.every((page, i) => page.index === i && (i === listing.pages.length - 1 || page.meta.n === pageSize));
 }
 
 const sameLocation = (a: SpoolLocation | undefined, b: SpoolLocation): boolean => a !== undefined && a.f === b.f && a.o === b.o && a.b === b.b;
