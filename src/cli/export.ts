@@ -1,8 +1,10 @@
 /**
  * `subsync export`: queues one export of every customer now (a worker with
  * control jobs runs it); with `--wait`, follows it to the end with a progress
- * bar and prints the file and manifest paths. Exit 0 done; 3 the file was
- * written but is not proven complete (the service kept changing); 1 failed.
+ * bar and prints the file and manifest paths. Exit 0 done (every customer
+ * present at the start is in the file once; customers created meanwhile are
+ * drift, not a failure); 3 the file was written but a customer of the start
+ * may be missing or doubled (the service kept changing); 1 failed.
  */
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';

@@ -1,6 +1,7 @@
 /**
- * `subsync import FILE`: validates and enqueues; with `--wait`, follows the
- * import to its end and exits 0 (every row succeeded), 3 (some did not) or 2
+ * `subsync import FILE`: validates and enqueues (or, when another command is
+ * enqueuing the same bytes, says so and leaves it to it); with `--wait`,
+ * follows the import to its end and exits 0 (every row succeeded), 3 (some did not) or 2
  * (the file was rejected).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -10,7 +11,7 @@ import { createBudget } from '../queue/budget.js';
 import { openApi } from '../runtime.js';
 import { requireApiUrl } from '../config.js';
 import { FileRejectedError } from '../csv/errors.js';
-import { importFile, type ImportResult } from '../import/producer.js';
+import { enqueueLeaseKey, importFile, type ImportResult } from '../import/producer.js';
 import { ImportNotFoundError, importStatus, type ImportStatus } from '../import/status.js';
 import { sweepImport } from '../import/sweep.js';
 import { holdsCardData } from '../queue/requeue.js';
@@ -106,6 +107,7 @@ export async function runImport(runtime: Runtime, file: string, flags: ImportFla
       customers: runtime.customers,
       refresh: { budget, redis: runtime.redis, prefix: runtime.config.queuePrefix },
       journal: runtime.journal,
+      redis: runtime.redis,
       logger: runtime.logger,
       // The id comes first, before the rows are read: a long file is traceable at once.
       onImportId: (importId, kind) => print(`import id: ${importId}`, { importId, kind }),
@@ -118,6 +120,14 @@ export async function runImport(runtime: Runtime, file: string, flags: ImportFla
         importId: result.importId,
         alreadyImported: true,
       });
+      break;
+    case 'in-progress':
+      print(`another command is importing this file (import id ${result.importId}); \`subsync status ${result.importId}\` follows it`, {
+        importId: result.importId,
+        inProgress: true,
+      });
+      // The other command may not have written the import's record yet: --wait follows it once it has.
+      if (flags.wait) await untilRecorded(runtime, result.importId);
       break;
     case 'dry-run':
     case 'rejected':
@@ -154,6 +164,21 @@ export async function runImport(runtime: Runtime, file: string, flags: ImportFla
     throw new RowsDidNotSucceedError(`${total - status.succeeded} of ${total} rows did not succeed: see ${status.resultsDir ?? 'the results'}/errors.csv`);
   }
   return status;
+}
+
+/**
+ * Waits until the import another command is enqueuing has its record in
+ * Redis (that command took the lease before writing it). When the lease is
+ * gone and no record came, that command ended before it queued anything.
+ */
+async function untilRecorded(runtime: Runtime, importId: string, pollMs = WAIT_DEFAULTS.pollMs): Promise<void> {
+  for (;;) {
+    if (await runtime.store.getImport(importId)) return;
+    if ((await runtime.redis.exists(enqueueLeaseKey(runtime.store.keys, importId))) === 0 && !(await runtime.store.getImport(importId))) {
+      throw new ImportNotFoundError(importId, `the other command importing this file (import id ${importId}) ended before it queued anything: run the import again`);
+    }
+    await sleep(pollMs);
+  }
 }
 
 /** How `import --wait` decides that nothing will run an import's remaining rows (defaults in src/policy.ts). */

@@ -20,7 +20,7 @@ import { FAILED_RETENTION_SECONDS } from '../queue/queues.js';
 import { DEFAULT_INDEXED_FIELDS, type CustomerIndex, type IndexBuild } from '../customers/customerIndex.js';
 import type { Customer } from '../api/schemas/index.js';
 import { createInOrderWriter, type WrittenPrefix } from './inOrder.js';
-import { compareIds, formatPages, locationOf, readEverything, type PagerOptions, type PagingOutcome, type StoredPage } from './pager.js';
+import { compareIds, formatPages, locationOf, readEverything, type PagedListing, type PagerOptions, type PagingOutcome, type StoredPage } from './pager.js';
 import { EXPORT_JOB, ExportRequestSchema, exportIdOf, exportsDirOf, fileStamp, type ExportRequest } from './request.js';
 import { openSpool, pruneSpools, spoolDirOf, type Spool, type SpoolLocation } from './spool.js';
 import { createExportStore, type ExportRecord, type ExportStore } from './state.js';
@@ -197,13 +197,20 @@ export async function runExport(input: {
 
   const full = paging.mode === 'full' ? paging.listings[0] : undefined;
   let complete = paging.listings.every((l) => l.state.complete);
-  if (full && written.count !== full.state.latest) {
+  if (full?.state.startProven) {
+    // Proven by the customers of the start: the file holds at least those, and whatever came after that was met.
+    if (written.count < (full.state.totalAtStart ?? 0)) {
+      complete = false;
+      await store.warn(exportId, 'count', `${written.count} customers written, but TotalItemCount was ${full.state.totalAtStart ?? '?'} at the start`);
+    }
+  } else if (full && written.count !== full.state.latest) {
     complete = false;
     await store.warn(exportId, 'count', `${written.count} customers written, but TotalItemCount was ${full.state.latest ?? '?'} at the end`);
   }
   const pruned = record.keep === undefined ? [] : await pruneExports(outDir, record.keep, record.base);
   // Complete, one listing: every customer present at the start is in the index, as of then.
-  if (complete && full) await rebuild?.commit({ startedAt: record.startedAt, count: written.count, ascending: full.ascending });
+  // Its end is read on from position `count` only when the file's customers are the listing's first `count` (no page missing or short before the last).
+  if (complete && full) await rebuild?.commit({ startedAt: record.startedAt, count: written.count, ascending: full.ascending && withoutGaps(full, options.pageSize) });
   else await rebuild?.abandon();
 
   const finishedAt = Date.now();
@@ -264,6 +271,16 @@ async function indexRebuild(index: CustomerIndex, log: Logger) {
       log.info({ customers: listing.count }, 'customer index rebuilt from the export');
     },
   };
+}
+
+/**
+ * Whether a listing's pages are 0..k-1, each full but the last: the
+ * customers written held positions 0..count-1. A listing proven by the
+ * customers of the start (pager.ts `coversStart`) may lack a page of the
+ * customers added meanwhile, or hold one read short.
+ */
+function withoutGaps(listing: PagedListing, pageSize: number): boolean {
+  return listing.pages.every((page, i) => page.index === i && (i === listing.pages.length - 1 || page.meta.n === pageSize));
 }
 
 const sameLocation = (a: SpoolLocation | undefined, b: SpoolLocation): boolean => a !== undefined && a.f === b.f && a.o === b.o && a.b === b.b;
@@ -376,11 +393,22 @@ function manifestOf(input: {
             rounds: Math.max(...drifted.map((l) => l.state.round)),
             reread: drifted.map((l) => `${label(l.state.contains)}${formatPages(l.state.reread) || 'none'}`).join('; '),
             reasons: drifted.flatMap((l) => l.state.reasons.map((reason) => `${label(l.state.contains)}${reason}`)),
+            added: addedAfterStart(full, written.count, input.complete),
           },
     duplicatesDropped: input.duplicates,
     pruned: input.pruned,
     warnings: input.warnings,
   };
+}
+
+/**
+ * Customers written that were created after the export began: those met past
+ * the start count. Known only for a complete full listing (every customer of
+ * the start is in the file once, so the rest came later); null otherwise.
+ */
+function addedAfterStart(full: PagedListing | undefined, count: number, complete: boolean): number | null {
+  const atStart = full?.state.totalAtStart;
+  return complete && atStart !== undefined ? Math.max(0, count - atStart) : null;
 }
 
 function describe(error: unknown): string {

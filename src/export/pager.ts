@@ -20,11 +20,21 @@
  *    the end, and CustomerIDs ascend across the whole listing: new customers
  *    land after the old ones); every page otherwise, since an insertion or
  *    removal in the middle shifts every later page by an unknown amount.
- * 4. After EXPORT_DEFAULTS.maxRounds rounds the listing is left incomplete and
- *    the manifest says so: never a silently short or doubled file.
+ * 4. After EXPORT_DEFAULTS.maxRounds rounds a listing that still does not add
+ *    up is judged by what the export promises: every customer present at the
+ *    start, exactly once (`coversStart`). With CustomerIDs ascending across
+ *    the listing and no count ever below the start count, the service only
+ *    appended: positions below the start count never moved. If every one of
+ *    those positions was read (pages 0.. as full as the start count says,
+ *    each at a count at or above it), the file holds every customer of the start once, and the customers
+ *    created meanwhile (an import running beside the export) are written
+ *    where they were met and counted as drift, not as a failure.
+ *    Otherwise the listing is left incomplete and the manifest says so:
+ *    never a silently short or doubled file.
  *
- * What offset paging cannot see: a removal and a creation that happen
- * together between two page reads leave every count as it was. The interface
+ * What offset paging cannot see: a removal and creations that happen
+ * together between two page reads leave every count at or above the one
+ * before (an import running beside the export makes that likelier). The interface
  * offers no snapshot or cursor to do better.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -213,6 +223,36 @@ export function evaluateListing(pages: ReadonlyMap<number, PageMeta>, latest: nu
   return { consistent: false, reread: range(0, pageCount), reason: `${why}; every page is read again` };
 }
 
+/**
+ * Whether the stored pages prove that every customer present at the start
+ * (`totalAtStart` of them) was read, each once, however much the listing grew
+ * at its end meanwhile (see the top of this file). Pure.
+ *
+ * The evidence: no CustomerID twice (`duplicates` 0), IDs ascending across
+ * pages 0..ceil(latest / pageSize)-1, so new customers can only land after
+ * the old ones; every stored page read at a count from `totalAtStart` to
+ * `latest` (a count below the start means a removal, which shifts every
+ * later position down; reads in flight together finish in any order, so
+ * their counts say nothing of order); and every position below
+ * `totalAtStart` on a stored page (no gap). Together: positions below the
+ * start count held the same customers throughout, and each was read.
+ */
+export function coversStart(pages: ReadonlyMap<number, PageMeta>, latest: number, totalAtStart: number, pageSize: number, duplicates: number): boolean {
+  if (duplicates > 0 || latest < totalAtStart) return false;
+  const pageCount = pageCountOf(latest, pageSize);
+  if (!ascendsThroughout(pages, pageCount)) return false;
+  const read = range(0, pageCount).flatMap((index) => {
+    const page = pages.get(index);
+    return page ? [page] : [];
+  });
+  if (read.some((page) => page.t < totalAtStart || page.t > latest)) return false;
+  for (const index of range(0, pageCountOf(totalAtStart, pageSize))) {
+    const page = pages.get(index);
+    if (!page || page.n < Math.min(pageSize, totalAtStart - index * pageSize)) return false;
+  }
+  return true;
+}
+
 /** Thrown inside paging when the service refuses an empty `contains` (the listing falls back to partitions). */
 class EmptySearchRefused extends Error {
   constructor(readonly refusal: ApiRefusedError) {
@@ -354,6 +394,14 @@ async function readListing(ctx: Paging, listing: number, initial: ListingState):
     const verdict = evaluateListing(pages, latest, totalAtStart, options.pageSize, duplicates);
     if (verdict.consistent) {
       await save({ ...state, done: true, complete: true, reasons: verdict.note === undefined ? state.reasons : [...state.reasons, verdict.note] });
+      return state;
+    }
+    if (round >= options.maxRounds && coversStart(pages, latest, totalAtStart, options.pageSize, duplicates)) {
+      // The listing still grows at its end, but the customers of the start are all here, once.
+      const note =
+        `${verdict.reason}: after ${options.maxRounds} rounds the count still moved, but every customer present at the start (${totalAtStart}) was read, once ` +
+        `(CustomerIDs ascending, no count below the start): the customers added since are written where they were met`;
+      await save({ ...state, done: true, complete: true, startProven: true, reasons: [...state.reasons, note] });
       return state;
     }
     if (round >= options.maxRounds) {

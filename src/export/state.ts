@@ -96,8 +96,10 @@ export const ListingStateSchema = z.object({
   /** This round's probe has been read. */
   probed: z.boolean(),
   done: z.boolean(),
-  /** Every page read agrees with the final TotalItemCount (set when done). */
+  /** Every page read agrees with the final TotalItemCount, or (startProven) every customer present at the start was read once (set when done). */
   complete: z.boolean(),
+  /** Complete by `coversStart` (pager.ts): the count still grew at the end when rounds ran out; the pages past the start count are what was met. */
+  startProven: z.boolean().optional(),
   /** Pages read again after the first round, in order of rounds. */
   reread: z.array(z.number().int().min(0)),
   /** Why each extra round was needed. */

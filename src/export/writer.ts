@@ -50,7 +50,11 @@ export interface ExportManifest {
   count: number;
   /** TotalItemCount of the first page and of the last probe; null when partitioned (each search has its own). */
   totalItemCount: { atStart: number | null; atEnd: number | null };
-  /** Every page agreed with the final TotalItemCount and `count` equals it (partitioned: every search did). */
+  /**
+   * Every customer present at the start is in the file exactly once: every page agreed with the final
+   * TotalItemCount and `count` equals it, or the listing only grew at its end and every position below
+   * `totalItemCount.atStart` was read (pager.ts `coversStart`). Partitioned: every search did.
+   */
   complete: boolean;
   /** sha256 of the file's bytes on disk (after gzip, when gzipped). */
   sha256: string;
@@ -67,8 +71,11 @@ export interface ExportManifest {
   runs: number;
   mode: 'full' | 'partitioned';
   partitions?: Array<{ contains: string; totalAtStart: number | null; totalAtEnd: number | null; complete: boolean }>;
-  /** Null when TotalItemCount held still and the pages added up at the first try. */
-  drift: null | { rounds: number; reread: string; reasons: string[] };
+  /**
+   * Null when TotalItemCount held still and the pages added up at the first try.
+   * `added`: customers written that were created after the export began (null when not complete, or partitioned).
+   */
+  drift: null | { rounds: number; reread: string; reasons: string[]; added: number | null };
   /** Records not written because their CustomerID already was: a record seen twice across pages, or (partitioned) under two characters. */
   duplicatesDropped: number;
   /** Older exports removed by `--keep`. */

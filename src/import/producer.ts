@@ -18,6 +18,7 @@ import { PASSWORD, cellOf, maskCells, passwordColumn, sealedColumnIndexes, secre
 import type { ImportKind, JobName } from '../outcomes.js';
 import { RETRY_DEFAULTS } from '../policy.js';
 import { BATCH_JOB, batchJobOptions, batchOf, enqueueFinalize, type Queues, type RowBatchData } from '../queue/queues.js';
+import type { RedisClient } from '../queue/redis.js';
 import type { ImportJournal } from '../store/continuity.js';
 import type { ImportStore, LedgerEntry } from '../store/importStore.js';
 import { personOf, rowKeys } from './rowKeys.js';
@@ -82,6 +83,8 @@ export interface OfferCheck {
 export type ImportResult =
   | { outcome: 'enqueued'; importId: string; kind: ImportKind; rows: number; invalid: number; duplicates: number; resumed: boolean; errors: RowError[] }
   | { outcome: 'already-imported'; importId: string; kind: ImportKind }
+  /** Another producer holds the enqueue lease of these bytes: it is enqueuing them now, and this one did nothing. */
+  | { outcome: 'in-progress'; importId: string; kind: ImportKind }
   | { outcome: 'dry-run'; importId: string; kind: ImportKind; rows: number; invalid: number; duplicates: number; errors: RowError[]; offers: OfferCheck[]; estimate: RequestEstimate }
   | { outcome: 'rejected'; importId: string; kind: ImportKind; rows: number; invalid: number; duplicates: number; errors: RowError[] };
 
@@ -96,6 +99,11 @@ export interface ProducerDeps {
   now?: () => number;
   /** Imports started from this data dir; one Redis no longer knows was lost with it. */
   journal?: ImportJournal;
+  /**
+   * The store's Redis, for the enqueue lease: with it, a second producer of the same bytes
+   * while one enqueues returns `in-progress` instead of enqueuing beside it. Without it, no lease.
+   */
+  redis?: RedisClient;
   /** Told the import id as soon as it is known, before any row is read. */
   onImportId?: (importId: string, kind: ImportKind) => void;
   /** For `--dry-run`'s plan and cost: the customer index, and what reading the end of the listing needs. */
@@ -117,9 +125,14 @@ export interface ProducerDeps {
  * it still rejects it before anything is queued. Batches are flushed while
  * the next ones are parsed, at most {@link MAX_FLUSHES_IN_FLIGHT} at a time;
  * within a batch the ledger entries are written before the jobs are added.
+ *
+ * Two commands importing the same bytes at once would both enqueue them
+ * (harmlessly, but the second would call it a resumed enqueue): the enqueue
+ * holds a short lease in Redis (`takeEnqueueLease`), and a producer that finds
+ * it held returns `in-progress` without doing anything.
  */
 export async function importFile(request: ImportRequest, deps: ProducerDeps): Promise<ImportResult> {
-  const { store, queues, logger } = deps;
+  const { store, logger } = deps;
   const now = deps.now ?? Date.now;
   const file = request.file;
   const map = request.mapFile === undefined ? undefined : await loadColumnMap(request.mapFile);
@@ -145,8 +158,85 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
   const importId = request.force ? `${digest}-${now().toString(36)}${randomBytes(2).toString('hex')}` : digest;
   deps.onImportId?.(importId, kind);
   const log = logger.child({ importId, file });
-  const existing = await store.getImport(importId);
+  let existing = await store.getImport(importId);
   if (existing?.state === 'enqueued' && !request.dryRun) return { outcome: 'already-imported', importId, kind };
+  // A dry run enqueues nothing, so it takes no lease.
+  const lease = request.dryRun || !deps.redis ? undefined : await takeEnqueueLease(deps.redis, store.keys, importId, log);
+  if (lease === 'held') return { outcome: 'in-progress', importId, kind };
+  try {
+    // The holder before may have finished between the check above and the lease.
+    if (lease) existing = await store.getImport(importId);
+    if (existing?.state === 'enqueued' && !request.dryRun) return { outcome: 'already-imported', importId, kind };
+    return await enqueueRows({ request, deps, file, kind, plan, match, options, read, secretColumns, wellFormed, importId, existing, log });
+  } finally {
+    await lease?.release();
+  }
+}
+
+/** How long an enqueue lease lives without renewal: a producer killed mid-enqueue blocks a rerun no longer than this. */
+export const ENQUEUE_LEASE_MS = 30_000;
+/** How often a running producer renews its lease. */
+const ENQUEUE_LEASE_RENEW_MS = 10_000;
+
+/** The key of an import's enqueue lease: `<prefix>:import:<id>:enqueuing`. */
+export const enqueueLeaseKey = (keys: ImportStore['keys'], importId: string): string => `${keys.importRecord(importId)}:enqueuing`;
+
+/** Renews or releases a lease only while it is still this producer's (compared by token). */
+const RENEW_LEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0`;
+const RELEASE_LEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
+
+interface EnqueueLease {
+  release(): Promise<void>;
+}
+
+/**
+ * Takes the import's enqueue lease (SET NX PX), or says it is `held` by
+ * another producer: two commands importing the same bytes at once must not
+ * both enqueue, and the second should say the first is at it rather than
+ * "resumed". Renewed every ENQUEUE_LEASE_RENEW_MS while the enqueue runs; a
+ * producer killed outright leaves it to expire, and a rerun then resumes.
+ */
+async function takeEnqueueLease(redis: RedisClient, keys: ImportStore['keys'], importId: string, log: Logger): Promise<EnqueueLease | 'held'> {
+  const key = enqueueLeaseKey(keys, importId);
+  const token = randomBytes(8).toString('hex');
+  if ((await redis.set(key, token, 'PX', ENQUEUE_LEASE_MS, 'NX')) !== 'OK') return 'held';
+  const renew = setInterval(() => {
+    redis.eval(RENEW_LEASE, 1, key, token, String(ENQUEUE_LEASE_MS)).then(
+      (renewed) => {
+        // Lost (the process stalled past its lifetime): the enqueue is idempotent, so it goes on; another producer may have resumed it.
+        if (renewed !== 1) log.warn('the enqueue lease expired while enqueuing; another command may be enqueuing the same rows (each is added once)');
+      },
+      (error: unknown) => log.warn({ err: error }, 'the enqueue lease could not be renewed'),
+    );
+  }, ENQUEUE_LEASE_RENEW_MS);
+  renew.unref();
+  return {
+    async release() {
+      clearInterval(renew);
+      await redis.eval(RELEASE_LEASE, 1, key, token).catch((error: unknown) => log.warn({ err: error }, 'the enqueue lease was not released; it expires by itself'));
+    },
+  };
+}
+
+/** The rest of importFile, once it holds the lease (or enqueues nothing: a dry run). */
+async function enqueueRows(input: {
+  request: ImportRequest;
+  deps: ProducerDeps;
+  file: string;
+  kind: ImportKind;
+  plan: ColumnPlan;
+  match: string | undefined;
+  options: RowOptions;
+  read: ReadOptions;
+  secretColumns: number[];
+  wellFormed: boolean;
+  importId: string;
+  existing: Awaited<ReturnType<ImportStore['getImport']>>;
+  log: Logger;
+}): Promise<ImportResult> {
+  const { request, deps, file, kind, plan, match, options, read, secretColumns, wellFormed, importId, existing, log } = input;
+  const { store, queues } = deps;
+  const now = deps.now ?? Date.now;
 
   const guard = request.allowDuplicates ? undefined : new SeenKeys();
   if (request.dryRun || request.allOrNothing) {

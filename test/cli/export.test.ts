@@ -25,6 +25,32 @@ afterEach(async () => {
 const line = (text: string, label: string): string => new RegExp(`^${label}: (.+)$`, 'm').exec(text)?.[1] ?? '';
 
 describe('subsync export', () => {
+  it('--wait exits 0 for an export beside an import that creates customers all along: every customer of the start once, the rest counted as drift', async () => {
+    pipeline = await startPipeline();
+    createCustomers(pipeline.sandbox.store, 1_234);
+    const store = pipeline.sandbox.store;
+    let n = 0;
+    // Every search request of the export's rounds finds a page of new customers first: the count never holds still.
+    const log = logSearches(pipeline.sandbox, () => createCustomers(store, SEARCH_PAGE_SIZE, `Growing${n++}`));
+    const run = subsync(['export', '--wait', '--format', 'jsonl'], cliEnv(pipeline));
+    expect((await run.exited).code).toBe(0);
+    expect(run.stdout()).not.toContain('not proven complete');
+    const manifest = await readManifest(line(run.stdout(), 'manifest'));
+    const atStart = manifest.totalItemCount.atStart ?? 0;
+    expect(manifest.complete).toBe(true);
+    expect(manifest.totalItemCount.atEnd).toBeGreaterThan(atStart);
+    const ids = (await readFile(line(run.stdout(), 'file'), 'utf8')).trimEnd().split('\n').map((l) => String((JSON.parse(l) as { CustomerID: string }).CustomerID));
+    expect(new Set(ids).size).toBe(ids.length);
+    const written = new Set(ids);
+    expect(store.customers().slice(0, atStart).filter((c) => !written.has(c.CustomerID))).toEqual([]);
+    expect(Number(line(run.stdout(), 'customers'))).toBe(ids.length);
+    expect(manifest.drift?.added).toBe(ids.length - atStart);
+    // The rounds ran out with the count still moving (the export did not end on a quiet service).
+    expect(manifest.drift?.rounds).toBe(5);
+    expect(manifest.drift?.reasons.join(' ')).toContain(`every customer present at the start (${atStart}) was read, once`);
+    expect(log.seen.length).toBeGreaterThan(Math.ceil(atStart / SEARCH_PAGE_SIZE) + 1);
+  });
+
   it('--wait prints the file and manifest; the rows are the service\'s customers and the sha256 is the file\'s', async () => {
     pipeline = await startPipeline();
     createCustomers(pipeline.sandbox.store, 1_234);

@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { envOf, startPipeline, until, type Pipeline } from '../support/pipeline.js';
 import { killAll, subsync, waitForOutput } from '../support/cli.js';
 import { batchJobId, batchOf, ROWS_PER_BATCH } from '../../src/queue/queues.js';
+import { ENQUEUE_LEASE_MS, enqueueLeaseKey } from '../../src/import/producer.js';
 
 let pipeline: Pipeline | undefined;
 afterEach(async () => {
@@ -64,6 +65,19 @@ describe('subsync import', () => {
     const half = await redis.hlen(pipeline.runtime.store.keys.ledger(importId));
     expect(half).toBeLessThan(rows);
     expect((await pipeline.runtime.store.getImport(importId))?.state).toBe('enqueuing');
+
+    // The killed producer's enqueue lease outlives it, no longer than its lifetime: a rerun meanwhile does nothing and says why.
+    const lease = enqueueLeaseKey(pipeline.runtime.store.keys, importId);
+    const ttl = await redis.pttl(lease);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(ENQUEUE_LEASE_MS);
+    const early = subsync(['import', file], envOf(pipeline));
+    expect((await early.exited).code).toBe(0);
+    expect(early.stdout()).toContain(`another command is importing this file (import id ${importId})`);
+    expect(await redis.hlen(pipeline.runtime.store.keys.ledger(importId))).toBe(half);
+    // Its expiry, brought forward: then a rerun resumes.
+    await redis.pexpire(lease, 1);
+    await until(async () => ((await redis.exists(lease)) === 0 ? true : undefined), 'the lease to expire');
 
     const second = subsync(['import', file], envOf(pipeline));
     expect((await second.exited).code).toBe(0);

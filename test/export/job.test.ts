@@ -85,6 +85,8 @@ describe('export job', () => {
       expect(rows.slice(1)).toEqual(customers.map(expectedCsvRow));
       expect(manifest).toMatchObject({ count: before + 150, totalItemCount: { atStart: before, atEnd: before + 150 }, complete: true, duplicatesDropped: 0 });
       expect(manifest.drift?.reasons.join(' ')).toContain(`grew from ${before} to ${before + 150}`);
+      // All 150 were met and written: the drift counts them.
+      expect(manifest.drift?.added).toBe(150);
       // Whatever was read after the first round is the affected range only: the old last page and the new ones.
       const firstRound = Math.ceil(before / SEARCH_PAGE_SIZE) + 1;
       const later = log.seen.slice(firstRound).map((s) => s.skip / SEARCH_PAGE_SIZE);
@@ -169,28 +171,80 @@ describe('export job', () => {
     }
   });
 
-  it('when the service never holds still, the file is written without duplicates and the manifest says it is not complete', async () => {
+  /** runExport on the pipeline's Redis and sandbox, without a BullMQ job (maxRounds 2 keeps a service that never holds still short). */
+  async function exportDirect(p: Pipeline, exportId: string, api: ReturnType<typeof createApiClient>) {
+    const exportStore = createExportStore(p.runtime.redis, p.prefix);
+    const deps = { connection: p.runtime.redis, prefix: p.prefix, api, budget: createBudget(p.runtime.redis, p.runtime.store.keys, { rate: undefined }), dataDir: p.dataDir, logger: p.runtime.logger };
+    const result = await runExport({ exportId, jobId: exportId, request: { format: 'jsonl', gzip: false }, store: exportStore, deps, pager: { maxRounds: 2 } });
+    const ids = (await readFile(result.file, 'utf8')).trimEnd().split('\n').map((line) => String((JSON.parse(line) as { CustomerID: string }).CustomerID));
+    return { result, ids, manifest: await readManifest(result.manifest) };
+  }
+
+  it('beside an import that never stops creating customers, the export is complete: every customer of the start once, the rest counted as drift', async () => {
     pipeline = await startPipeline({ workers: false });
     createCustomers(pipeline.sandbox.store, 450);
     const store = pipeline.sandbox.store;
+    const before = store.customers().length;
     let n = 0;
-    // Every search request adds a page of customers: the count moves every time it is read.
-    logSearches(pipeline.sandbox, () => createCustomers(store, 100, `Busy${n++}`));
+    // Every search request adds a page of customers first: the count moves every time it is read, through every round.
+    const log = logSearches(pipeline.sandbox, () => createCustomers(store, 100, `Busy${n++}`));
     const api = createApiClient({ baseUrl: pipeline.sandbox.url });
     try {
-      const exportStore = createExportStore(pipeline.runtime.redis, pipeline.prefix);
-      const deps = { connection: pipeline.runtime.redis, prefix: pipeline.prefix, api, budget: createBudget(pipeline.runtime.redis, pipeline.runtime.store.keys, { rate: undefined }), dataDir: pipeline.dataDir, logger: pipeline.runtime.logger };
-      const result = await runExport({ exportId: 'busy', jobId: 'busy', request: { format: 'jsonl', gzip: false }, store: exportStore, deps, pager: { maxRounds: 2 } });
-      expect(result.complete).toBe(false);
-      const manifest = await readManifest(result.manifest);
-      expect(manifest.complete).toBe(false);
-      expect(manifest.warnings.join(' ')).toContain('not proven complete');
-      const ids = (await readFile(result.file, 'utf8')).trimEnd().split('\n').map((line) => String((JSON.parse(line) as { CustomerID: string }).CustomerID));
+      const { result, ids, manifest } = await exportDirect(pipeline, 'busy', api);
+      const atStart = manifest.totalItemCount.atStart ?? 0;
+      // The first request created its 100 before it was answered.
+      expect(atStart).toBe(before + 100);
+      expect(manifest.totalItemCount.atEnd).toBeGreaterThan(atStart);
+      expect(result.complete).toBe(true);
+      expect(manifest.complete).toBe(true);
+      expect(manifest.warnings.join(' ')).not.toContain('not proven complete');
+      // Each customer once; every customer present at the start is there; the rest are customers the service has.
       expect(new Set(ids).size).toBe(ids.length);
+      const present = store.customers().slice(0, atStart).map((c) => c.CustomerID);
+      const written = new Set(ids);
+      expect(present.filter((id) => !written.has(id))).toEqual([]);
       const known = new Set(store.customers().map((c) => c.CustomerID));
       expect(ids.every((id) => known.has(id))).toBe(true);
+      // Customers created meanwhile were met (the pages read after the first) and are counted as drift, not as a failure.
       expect(manifest.count).toBe(ids.length);
-      expect(manifest.totalItemCount.atEnd).toBeGreaterThan(ids.length - 1);
+      expect(ids.length).toBeGreaterThan(atStart);
+      expect(manifest.drift).toMatchObject({ rounds: 2, added: ids.length - atStart });
+      expect(manifest.drift?.reasons.join(' ')).toContain(`every customer present at the start (${atStart}) was read, once`);
+      expect(log.seen.length).toBeGreaterThan(Math.ceil(atStart / SEARCH_PAGE_SIZE));
+    } finally {
+      await api.close();
+    }
+  });
+
+  it('when customers present at the start are removed before the end while paging, the file has no duplicates and the manifest says it is not complete', async () => {
+    pipeline = await startPipeline({ workers: false });
+    createCustomers(pipeline.sandbox.store, 450);
+    const store = pipeline.sandbox.store;
+    // The sandbox has no removal: its search answers leave out the customers "removed" so far,
+    // one more at every request, each in the first pages (before the end of the listing).
+    const all = store.customers().map((c) => c.CustomerID);
+    const removed = new Set<string>();
+    const search = store.searchCustomers.bind(store);
+    store.searchCustomers = ({ contains, skip, take }) => {
+      const everyone = search({ contains, skip: 0, take: Number.MAX_SAFE_INTEGER }).Customers.filter((c) => !removed.has(c.CustomerID));
+      return { Customers: everyone.slice(skip, skip + take), TotalItemCount: everyone.length };
+    };
+    logSearches(pipeline.sandbox, (_seen, seen) => {
+      if (seen.length > 1) removed.add(all[10 + seen.length] ?? '');
+    });
+    const api = createApiClient({ baseUrl: pipeline.sandbox.url });
+    try {
+      const { result, ids, manifest } = await exportDirect(pipeline, 'shrinking', api);
+      expect(removed.size).toBeGreaterThan(1);
+      expect(result.complete).toBe(false);
+      expect(manifest.complete).toBe(false);
+      expect(manifest.warnings.join(' ')).toContain('not proven complete');
+      expect(manifest.drift?.added).toBeNull();
+      expect(manifest.drift?.reasons.join(' ')).toContain(`fell from ${all.length}`);
+      expect(new Set(ids).size).toBe(ids.length);
+      const known = new Set(all);
+      expect(ids.every((id) => known.has(id))).toBe(true);
+      expect(manifest.count).toBe(ids.length);
     } finally {
       await api.close();
     }

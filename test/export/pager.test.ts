@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ascendsThroughout, compareIds, describeIds, evaluateListing as evaluate, formatPages } from '../../src/export/pager.js';
+import { ascendsThroughout, compareIds, coversStart, describeIds, evaluateListing as evaluate, formatPages } from '../../src/export/pager.js';
 import type { PageMeta } from '../../src/export/state.js';
 
 /** Pages holding these CustomerIDs, each read when TotalItemCount was `t`. */
@@ -99,6 +99,61 @@ describe('evaluateListing', () => {
       { index: 1, ids: ids(11, 1), t: 11 },
     ]);
     expect(evaluateListing(p, 10, 10, 10)).toEqual({ consistent: true });
+  });
+});
+
+describe('coversStart', () => {
+  /** As the pager does it: duplicates counted only when the pages do not ascend throughout. */
+  function covers(spec: Array<{ index: number; ids: number[]; t: number }>, latest: number, start: number, size = 10): boolean {
+    const flat = spec.flatMap((x) => x.ids);
+    const p = pages(spec);
+    const duplicates = ascendsThroughout(p, Math.ceil(latest / size)) ? 0 : flat.length - new Set(flat).size;
+    return coversStart(p, latest, start, size, duplicates);
+  }
+
+  it('holds when every position below the start count was read and the listing only grew at its end, whatever the tail', () => {
+    // Started at 25, still growing: page 2 was read at the start count, page 3 is short and page 4 never read.
+    const spec = [
+      { index: 0, ids: ids(1, 10), t: 25 },
+      { index: 1, ids: ids(11, 10), t: 31 },
+      { index: 2, ids: ids(21, 5), t: 25 },
+      { index: 3, ids: ids(31, 3), t: 33 },
+    ];
+    expect(covers(spec, 48, 25)).toBe(true);
+    // The verdict at that count is still not consistent: the rounds go on chasing the tail until they run out.
+    expect(evaluateListing(pages(spec), 48, 25, 10)).toMatchObject({ consistent: false });
+  });
+
+  it('fails when a position below the start count was not read', () => {
+    expect(covers([{ index: 0, ids: ids(1, 10), t: 25 }, { index: 2, ids: ids(21, 5), t: 25 }], 30, 25)).toBe(false);
+    // Page 2 read short (4 of the 5 positions of the start).
+    expect(covers([{ index: 0, ids: ids(1, 10), t: 25 }, { index: 1, ids: ids(11, 10), t: 25 }, { index: 2, ids: ids(21, 4), t: 25 }], 30, 25)).toBe(false);
+  });
+
+  it('fails when a count fell below the start (a removal shifts every later page) or rose past the end', () => {
+    const spec = (t1: number) => [
+      { index: 0, ids: ids(1, 10), t: 25 },
+      { index: 1, ids: ids(12, 10), t: t1 },
+      { index: 2, ids: ids(22, 5), t: 30 },
+    ];
+    expect(covers(spec(30), 30, 25)).toBe(true);
+    expect(covers(spec(24), 30, 25)).toBe(false);
+    expect(covers(spec(31), 30, 25)).toBe(false);
+    expect(covers(spec(30), 24, 25)).toBe(false);
+  });
+
+  it('fails when a CustomerID came back on two pages (an insertion before the end) or the IDs do not ascend', () => {
+    const doubled = [
+      { index: 0, ids: ids(1, 10), t: 25 },
+      { index: 1, ids: ids(10, 10), t: 26 },
+      { index: 2, ids: ids(20, 6), t: 26 },
+    ];
+    expect(covers(doubled, 26, 25)).toBe(false);
+    const unordered = [
+      { index: 0, ids: [5, 3, 9], t: 5 },
+      { index: 1, ids: [1, 7, 2], t: 6 },
+    ];
+    expect(covers(unordered, 6, 5, 3)).toBe(false);
   });
 });
 
