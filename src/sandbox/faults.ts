@@ -106,8 +106,8 @@ const EchoedCardSchema = z.object({ AccountNumber: z.string(), CVCode: z.string(
 
 /**
  * The Message of an echoCardData refusal of `body`, or undefined when the
- * body carries no card: "Card 4111111111111111 (4111.1111.1111.1111) cvc 737
- * was declined", the words a careless service or payment processor uses.
+ * body carries no card: "Card <number> (<number with dots>) cvc <CVC> was
+ * declined", the words a careless service or payment processor uses.
  */
 export function cardEchoMessage(body: unknown, status: number): string | undefined {
   const holder = typeof body === 'object' && body !== null ? (body as Record<string, unknown>) : {};
