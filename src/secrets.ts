@@ -19,9 +19,9 @@
  *   masked too: better a masked order number than a card number left in a
  *   run of digits beside it.
  *
- * A service that answers "card 4111111111111111 (4111.1111.1111.1111) cvc
- * 737 was declined" is stored as "card ************1111 (************1111)
- * cvc *** was declined". Data cells are not passed through it (a phone
+ * A service that answers "card <16 digits> (<the same, with dots>) cvc 737
+ * was declined" is stored as "card ************1111 (************1111) cvc
+ * *** was declined" (the last four of the number kept). Data cells are not passed through it (a phone
  * number is a dozen digits with spaces): columns are masked by what they
  * hold (src/csv/rows.ts, maskCells).
  */
