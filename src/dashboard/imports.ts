@@ -5,7 +5,8 @@ import { z } from 'zod';
 import { maskCells, passwordColumn, secretColumnIndexes } from '../csv/rows.js';
 import { scrubSecrets } from '../secrets.js';
 import { alignedCells, cardFieldsOf, EditRefusedError, editAndRetryRow, lockedPaths, type CardFields, type CardInput } from '../import/edit.js';
-import { RetryError, retryRows, type RetryResult } from '../import/retry.js';
+import { errorGroups, type ErrorGroup } from '../import/errorGroups.js';
+import { RetryError, retryGroup, retryRows, type RetryResult } from '../import/retry.js';
 import { ImportNotFoundError, importStatus, type ImportStatus } from '../import/status.js';
 import { PROBLEM_STATUSES, ROW_STATUSES, type RowStatus } from '../outcomes.js';
 import { planOf } from '../queue/rowWorker.js';
@@ -31,9 +32,32 @@ const manyStrings = z.union([z.string(), z.array(z.string())]).optional().transf
 const RetryFormSchema = z.object({
   row: z.coerce.number().int().min(1).optional(),
   rows: manyStrings,
-  action: z.enum(['selected', 'all']).optional(),
+  action: z.enum(['selected', 'all', 'group']).optional(),
+  /** With action=group: the code of a group of `subsync errors`. */
+  code: z.string().max(200).optional(),
 });
+const GroupQuerySchema = z.object({ code: z.string().min(1).max(200) });
+/** Groups shown on an import's page, the largest first; `subsync errors` lists them all. */
+const GROUPS_SHOWN = 50;
+/** Rows named per group on the page. */
+const GROUP_SAMPLE_ROWS = 10;
 const EditFormSchema = z.record(z.string(), z.union([z.string(), z.array(z.string())]));
+
+/** One group of failures on an import's page: its figures, sample rows, and a link to preview its retry. */
+function groupRow(id: string, group: ErrorGroup): Html {
+  const sample = group.rows.slice(0, GROUP_SAMPLE_ROWS).join(', ') + (group.rows.length > GROUP_SAMPLE_ROWS ? ` and ${group.rows.length - GROUP_SAMPLE_ROWS} more` : '');
+  const retryable = group.status !== 'invalid';
+  return html`<tr data-group="${group.code}">
+<td class="num">${group.count}</td>
+<td>${statusBadge(group.status)}</td>
+<td class="problem">${group.reason}</td>
+<td class="mono">${group.code}</td>
+<td>${group.firstSeen ?? '—'}</td>
+<td>${group.lastSeen ?? '—'}</td>
+<td>${sample}</td>
+<td>${retryable ? html`<a href="/imports/${id}/groups/retry?code=${encodeURIComponent(group.code)}">Retry group…</a>` : html`<span class="hint">fix and import again</span>`}</td>
+</tr>`;
+}
 
 /** The text of each live field of an import, as the poll route sends it and the pages first render it. */
 export function liveFields(status: ImportStatus): { fields: Record<string, string>; progress: { value: number; max: number } } {
@@ -133,6 +157,14 @@ ${offset > 0 ? html`<a href="/imports/${id}?offset=${Math.max(0, offset - ROWS_P
 ${offset + ROWS_PER_PAGE < problems ? html`<a href="/imports/${id}?offset=${offset + ROWS_PER_PAGE}">Next</a>` : undefined}</p>`
       : undefined;
 
+    const { groups } = problems === 0 ? { groups: [] } : await errorGroups(store, id);
+    const groupTable = groups.length === 0
+      ? undefined
+      : html`<h2>Failures by cause</h2>
+<table class="groups">
+<thead><tr><th class="num">Rows</th><th>Status</th><th>Cause</th><th>Code</th><th>First seen</th><th>Last seen</th><th>Rows</th><th></th></tr></thead>
+<tbody>${groups.slice(0, GROUPS_SHOWN).map((g) => groupRow(id, g))}</tbody></table>
+${groups.length > GROUPS_SHOWN ? html`<p class="hint">${groups.length - GROUPS_SHOWN} smaller groups more: <code>subsync errors ${id}</code> lists every group.</p>` : undefined}`;
     const table = rows.length === 0
       ? html`<p class="muted">${status.settled ? 'Every row succeeded.' : 'None so far.'}</p>`
       : html`<form method="post" action="/imports/${id}/retry">
@@ -168,6 +200,7 @@ ${offset + ROWS_PER_PAGE < problems ? html`<a href="/imports/${id}?offset=${offs
 <tbody><tr>${ROW_STATUSES.map((s) => html`<td class="num" data-field="count-${s}">${status.counts[s]}</td>`)}</tr></tbody></table>
 </div>
 ${downloads}
+${groupTable}
 <h2>Rows that did not succeed</h2>
 ${pager}${table}`;
     return sendPage(ctx, request, reply, { title: `Import ${record.file}`, body, ...noticeOf(request.query) });
@@ -182,12 +215,41 @@ ${pager}${table}`;
     try {
       if (row !== undefined) result = await retryRows(store, queues, id, row);
       else if (action === 'all') result = await retryRows(store, queues, id);
+      else if (action === 'group') result = await retryGroup(store, queues, id, form.data.code ?? '');
       else result = await retrySelected(id, rows.map(Number).filter((n) => Number.isInteger(n) && n > 0));
     } catch (error) {
       if (!(error instanceof RetryError || error instanceof ImportNotFoundError)) throw error;
       return redirectWithNotice(reply, `/imports/${id}`, error.message, 'error');
     }
     return redirectWithNotice(reply, `/imports/${id}`, describeRetry(result), result.retried.length === 0 ? 'error' : 'ok');
+  });
+
+  // What retrying a group would send, before it is sent (as `retry --group CODE --dry-run`).
+  app.get('/imports/:id/groups/retry', async (request, reply) => {
+    const { id } = ImportParamsSchema.parse(request.params);
+    const query = GroupQuerySchema.safeParse(request.query);
+    if (!query.success) return redirectWithNotice(reply, `/imports/${id}`, 'no group named', 'error');
+    let preview;
+    try {
+      preview = await retryGroup(store, queues, id, query.data.code, { dryRun: true });
+    } catch (error) {
+      if (!(error instanceof RetryError || error instanceof ImportNotFoundError)) throw error;
+      return redirectWithNotice(reply, `/imports/${id}`, error.message, 'error');
+    }
+    const body = html`<dl class="facts">
+<dt>Import</dt><dd class="mono"><a href="/imports/${id}">${id}</a></dd>
+<dt>Group</dt><dd class="mono">${preview.group}</dd>
+<dt>Cause</dt><dd class="problem">${preview.reason}</dd>
+<dt>Rows it sends again</dt><dd>${preview.rows}</dd>
+<dt>Of them, may create a customer or a subscription</dt><dd>${preview.mayCreate} <span class="hint">(a create whose answer was lost reads back first; nothing is created twice)</span></dd>
+<dt>Not sent</dt><dd>${preview.skipped.length === 0 ? 'none' : html`${preview.skipped.length}: ${preview.skipped.slice(0, 5).map((s) => `row ${s.row} (${s.reason})`).join('; ')}`}</dd>
+</dl>
+<form method="post" action="/imports/${id}/retry">
+<input type="hidden" name="_csrf" value="${csrfFor(request)}">
+<input type="hidden" name="code" value="${preview.group}">
+<div class="actions"><button type="submit" name="action" value="group"${preview.rows === 0 ? ' disabled' : ''}>Retry these ${preview.rows} rows</button> <a href="/imports/${id}">Back</a></div>
+</form>`;
+    return sendPage(ctx, request, reply, { title: 'Retry a group', body });
   });
 
   /** Retry of the rows ticked: each as `retry --row` would, a row that cannot be retried is reported, not fatal. */

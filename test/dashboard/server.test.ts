@@ -1,6 +1,7 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parse } from 'csv-parse/sync';
+import { importStatus } from '../../src/import/status.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DashboardNeedsTokenError, safeNext } from '../../src/dashboard/auth.js';
 import { startDashboard, type Dashboard } from '../../src/dashboard/server.js';
@@ -255,6 +256,37 @@ describe('dashboard: pages', () => {
     // Escaped on disk too (it is the file operators open); an errors.csv dropped back imports the values as written.
     expect(onDisk).toContain("'+33 6 12,'-Lee,bad@,'@SUM(A1)");
     expect((await http.get('/imports/0123456789abcdef01234567/errors.csv', bearer)).status).toBe(404);
+  });
+
+  it('groups the failures by cause, previews what retrying a group sends, and retries it', async () => {
+    pipeline = await startPipeline();
+    const dashboard = await startTestDashboard(pipeline);
+    const file = await pipeline.file('updates.csv', 'CustomerID,EmailAddress\n999991,a@example.com\n999992,b@\n999993,c@example.com\n');
+    const status = await importAndFinish(pipeline, file);
+    expect(status.counts).toMatchObject({ failed: 2, invalid: 1 });
+    const id = status.importId;
+    const http = client(dashboard);
+    await http.login();
+
+    const page = await http.get(`/imports/${id}`);
+    expect(page.text).toContain('<h2>Failures by cause</h2>');
+    const failedGroup = /<tr data-group="(failed:[0-9a-f]{8})">\s*<td class="num">2<\/td>/.exec(page.text);
+    expect(failedGroup).not.toBeNull();
+    const code = failedGroup?.[1] ?? '';
+    expect(page.text).toMatch(/<tr data-group="invalid:EmailAddress:email">\s*<td class="num">1<\/td>[\s\S]*?fix and import again/);
+    expect(page.text).toContain('Customer &lt;n&gt; was not found');
+
+    const preview = await http.get(`/imports/${id}/groups/retry?code=${encodeURIComponent(code)}`);
+    expect(preview.text).toMatch(/<dt>Rows it sends again<\/dt><dd>2<\/dd>/);
+    expect(preview.text).toMatch(/may create a customer or a subscription<\/dt><dd>0 /);
+    // The preview sends and reopens nothing.
+    expect((await importStatus(pipeline.runtime.store, id))?.counts.failed).toBe(2);
+
+    const csrf = await http.csrf(`/imports/${id}/groups/retry?code=${encodeURIComponent(code)}`);
+    const retried = await http.post(`/imports/${id}/retry`, { _csrf: csrf, action: 'group', code });
+    expect(noticeOf(retried)).toBe('retrying 2 row(s): 1, 3');
+    const invalid = await http.post(`/imports/${id}/retry`, { _csrf: csrf, action: 'group', code: 'invalid:EmailAddress:email' });
+    expect(noticeOf(invalid)).toMatch(/holds invalid rows, which retry never sends/);
   });
 
   it('retries one row, the rows ticked, or all failed ones, saying which were skipped and why', async () => {
