@@ -48,6 +48,30 @@ describe.runIf(RUN)('dashboard in a browser', () => {
     pipeline = undefined;
   });
 
+  it('groups failures by cause, previews a group\'s retry and sends it', { timeout: 60_000 }, async () => {
+    pipeline = await startPipeline();
+    const dashboard: Dashboard = await startTestDashboard(pipeline);
+    const file = await pipeline.file('missing.csv', 'CustomerID,EmailAddress\n999991,a@example.com\n999992,b@example.com\n999993,not-an-email\n');
+    const status = await importAndFinish(pipeline, file);
+    expect(status.counts).toMatchObject({ failed: 2, invalid: 1 });
+    const context = await browser!.newContext({ viewport: { width: 1360, height: 900 }, extraHTTPHeaders: { authorization: `Bearer ${TOKEN}` } });
+    const page = await context.newPage();
+    try {
+      await page.goto(`${dashboard.url}/imports/${status.importId}`);
+      const failed = page.locator('tr[data-group^="failed:"]');
+      expect(await failed.locator('td.num').textContent()).toBe('2');
+      expect(await page.locator('tr[data-group="invalid:EmailAddress:email"] td.num').textContent()).toBe('1');
+      await shot(page, '20-failures-by-cause');
+      await failed.locator('a', { hasText: 'Retry group' }).click();
+      expect(await page.locator('dl.facts').textContent()).toMatch(/Rows it sends again\s*2/);
+      await shot(page, '21-retry-group-preview');
+      await page.click('button[value="group"]');
+      expect(await page.locator('.notice.ok').textContent()).toContain('retrying 2 row(s): 1, 2');
+    } finally {
+      await context.close();
+    }
+  });
+
   it('logs in, shows the rows that did not succeed, fixes an invalid sign-up in the form and retries it to success', { timeout: 90_000 }, async () => {
     pipeline = await startPipeline();
     const dashboard: Dashboard = await startTestDashboard(pipeline);
