@@ -18,6 +18,7 @@ import { apiClient } from './apiClient.js';
 import { customersBench } from './customersBench.js';
 import { exportBench } from './exportBench.js';
 import { importThroughput, latencyTolerance } from './importThroughput.js';
+import { loadAverage, pipelineBench } from './pipeline.js';
 import { producer } from './producer.js';
 import { rateAdherence } from './rateAdherence.js';
 import { fmt, log, ratio, type BenchRow } from './support.js';
@@ -63,10 +64,18 @@ await step('producer', () => producer([SIZES.producerSmall, SIZES.producerLarge]
 await step('rate adherence', () => rateAdherence(SIZES.rateRows, 200));
 await step('export', () => exportBench(SIZES.exportCustomers));
 await step('latency tolerance', () => latencyTolerance(SIZES.latencyRows, 32, 50));
+await step('pipeline: end to end against the raw loop, at 0/20/50 ms', () =>
+  pipelineBench({
+    rows: size('BENCH_PIPELINE_ROWS', 20_000),
+    latencies: process.env.BENCH_PIPELINE_LATENCIES?.split(',').map(Number).filter((n) => Number.isSafeInteger(n) && n >= 0) ?? [0, 20, 50],
+    rateRows: size('BENCH_PIPELINE_RATE_ROWS', 4_000),
+  }),
+);
 await step('customers: requests per row on a large base', () => customersBench(SIZES.customerBases));
 
 const cpus = os.cpus();
 console.log(`machine: ${cpus.length} × ${cpus[0]?.model ?? 'cpu'}, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, Node ${process.version}, ${os.platform()} ${os.release()}`);
+console.log(`load average at the end (1, 5, 15 min): ${await loadAverage()}`);
 console.log(`command: npm run bench (node ${process.argv.slice(1).join(' ')}); whole run ${((performance.now() - started) / 1000).toFixed(0)} s`);
 console.log('| figure | subsync | baseline | baseline is | ratio | note |');
 console.log('|---|---:|---:|---|---:|---|');
