@@ -139,7 +139,12 @@ async function subsyncSide(file: string, rows: number, latencyMs: number, redis:
     const started = performance.now();
     const result = await importFile({ file, kind: 'customers' }, { store: bench.runtime.store, queues: bench.runtime.queues, keyring: undefined, logger: bench.runtime.logger, redis: bench.runtime.redis });
     if (result.outcome !== 'enqueued') throw new Error(`import not enqueued: ${result.outcome}`);
-    const status = await waitFinished(bench.runtime, result.importId, 10 * 60_000);
+    // A worker that dies is told at once, with its last words, not after the wait's timeout.
+    const died = worker.exited.then((code) => {
+      throw new Error(`the worker exited (${code}) before the import finished: ${worker.stderr().slice(-1500)}`);
+    });
+    const status = await Promise.race([waitFinished(bench.runtime, result.importId, 10 * 60_000), died]);
+    died.catch(() => undefined);
     const seconds = (performance.now() - started) / 1000;
     const self = process.cpuUsage(before.self);
     const parts = {

@@ -37,6 +37,8 @@ const META_CACHE_MS = 250;
 const ENTRIES_PER_BUCKET = 50;
 /** Room left for the customers created after a full build, before the next one resizes. */
 const GROWTH_ROOM = 1.25;
+/** Customers written to the index per script call. */
+const WRITE_CHUNK = 500;
 /** Fields indexed beside the identity unless an import asks for more. */
 export const DEFAULT_INDEXED_FIELDS: readonly string[] = ['EmailAddress'];
 
@@ -157,15 +159,19 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
   const bucketKey = (gen: number, buckets: number, kind: KeyKind, digest: Buffer): string => `${prefix}:cix:${gen}:${kind}:${digest.readUInt32BE(0) % buckets}`;
 
   async function write(script: typeof addScript, target: { gen: number; buckets: number; fields: readonly string[] }, customers: ReadonlyArray<Parameters<typeof keysOf>[0] & { CustomerID: string }>): Promise<void> {
-    const keys: string[] = [];
-    const args: Array<Buffer | string> = [];
-    for (const customer of customers) {
-      for (const { kind, digest } of keysOf(customer, target.fields)) {
-        keys.push(bucketKey(target.gen, target.buckets, kind, digest));
-        args.push(digest, customer.CustomerID);
+    // In calls of at most WRITE_CHUNK customers: a delta read during a long import brings tens of
+    // thousands, and one script over all of them would hold Redis for as long.
+    for (let first = 0; first < customers.length; first += WRITE_CHUNK) {
+      const keys: string[] = [];
+      const args: Array<Buffer | string> = [];
+      for (const customer of customers.slice(first, first + WRITE_CHUNK)) {
+        for (const { kind, digest } of keysOf(customer, target.fields)) {
+          keys.push(bucketKey(target.gen, target.buckets, kind, digest));
+          args.push(digest, customer.CustomerID);
+        }
       }
+      if (keys.length > 0) await script.run(redis, keys, args);
     }
-    if (keys.length > 0) await script.run(redis, keys, args);
   }
 
   async function readMeta(): Promise<IndexMeta | undefined> {
