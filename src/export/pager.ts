@@ -44,9 +44,10 @@ import type { ApiClient } from '../api/client.js';
 import { ApiRefusedError } from '../api/errors.js';
 import type { SearchCustomersResponse } from '../api/schemas/index.js';
 import { EXPORT_DEFAULTS } from '../policy.js';
-import type { ApiBudget } from '../queue/budget.js';
-import type { BackoffBounds } from '../queue/queues.js';
-import { decide } from '../rows/decision.js';
+import type { ApiBudget } from '../redis/budget.js';
+import type { BackoffBounds } from '../backoff.js';
+import { decide } from '../api/decision.js';
+import { compareIds } from '../customers/search.js';
 import type { ExportFormat } from './request.js';
 import type { Spool, SpoolLocation } from './spool.js';
 import { pageKey, type ExportMode, type ExportStore, type ListingState, type PageMeta } from './state.js';
@@ -122,14 +123,6 @@ export interface PagingOutcome {
  * the move already hold every customer it added.
  */
 export type Verdict = { consistent: true; note?: string } | { consistent: false; reread: number[]; reason: string };
-
-/** Numeric-text CustomerIDs compared as numbers, without a length limit. */
-export function compareIds(a: string, b: string): number {
-  const x = a.length > 1 && a.startsWith('0') ? a.replace(/^0+(?=\d)/, '') : a;
-  const y = b.length > 1 && b.startsWith('0') ? b.replace(/^0+(?=\d)/, '') : b;
-  if (x.length !== y.length) return x.length - y.length;
-  return x < y ? -1 : x > y ? 1 : 0;
-}
 
 /** `[1,2,3,7]` → `1–3, 7`. */
 export function formatPages(pages: readonly number[]): string {
@@ -549,7 +542,7 @@ function createRecorder(ctx: PagerContext): Recorder {
 
 /**
  * One search request with its retries, as the row protocol's decision says
- * (src/rows/decision.ts): a 429 blocks the fleet's budget for its
+ * (src/api/decision.ts): a 429 blocks the fleet's budget for its
  * Retry-After and goes again without spending an attempt; any other failure
  * but a permanent refusal (an error that is not the API's included) backs off
  * with jitter up to `pageAttempts`; what is left is thrown. A page read

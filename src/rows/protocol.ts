@@ -11,13 +11,13 @@ import type { NameSearch } from '../customers/nameSearch.js';
 import type { FailureLog } from '../failureLog.js';
 import { observeRetry, observeRowSettled } from '../metrics.js';
 import { SUCCESS_STATUSES, type ImportKind, type JobName, type RowOutcome } from '../outcomes.js';
-import type { ApiBudget } from '../queue/budget.js';
-import type { BackoffBounds } from '../queue/queues.js';
-import { planOf } from '../queue/rowWorker.js';
+import type { ApiBudget } from '../redis/budget.js';
+import type { BackoffBounds } from '../backoff.js';
+import { planOf } from '../store/plan.js';
 import { NO_FIGURES, type ImportRecord, type ImportStore, type RunFigures } from '../store/importStore.js';
 import { isSettled, outcomeOf, withOutcome, type LedgerEntry } from '../store/ledger.js';
 import { coalesce, Slots } from './coalesce.js';
-import { decide, mayHaveAppliedNote, notFoundNote, provenNotApplied, reasonOf, type Decision } from './decision.js';
+import { decide, mayHaveAppliedNote, notFoundNote, provenNotApplied, reasonOf, type Decision } from '../api/decision.js';
 import { countedApi, noCalls, type CallFigures } from './figures.js';
 import { RowUnrunnableError, type BatchInput, type BatchPort, type BatchResult, type RowJobInput, type RowJobPort, type RowJobResult } from './interfaces.js';
 import { keptSecrets, openCells } from './sealed.js';
@@ -99,7 +99,7 @@ type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred';
  * - Settling is once per row (a Lua script refuses a settled row): the
  *   first run to settle wins, and a run whose `sent` mark is refused stops
  *   before sending (taken).
- * - After a failed attempt, `decide` (decision.ts) says what next: wait for
+ * - After a failed attempt, `decide` (src/api/decision.ts) says what next: wait for
  *   the budget without spending an attempt, retry with backoff, or settle
  *   (failed, read back, needs review).
  * - A batch runs its rows side by side and settles each that succeeds; a

@@ -1,9 +1,9 @@
-import type { RedisClient } from '../queue/redis.js';
+import type { RedisClient } from '../redis/redis.js';
 import { z } from 'zod';
 import { IMPORT_KINDS, ROW_STATUSES, type ImportKind, type JobName, type RowStatus } from '../outcomes.js';
+import { storeKeys } from '../redis/keys.js';
+import { luaScript } from '../redis/script.js';
 import { decodeEntry, encodeEntry, type LedgerEntry, type RowState } from './ledger.js';
-import { storeKeys } from './keys.js';
-import { luaScript } from './script.js';
 
 /**
  * The import state in Redis: one record per import, and a

@@ -1,11 +1,12 @@
-import { ApiError, ApiRateLimitedError, ApiTimeoutError } from '../api/errors.js';
+import { ApiError, ApiRateLimitedError, ApiTimeoutError } from './errors.js';
 import { scrubSecrets } from '../secrets.js';
-import { DEFAULT_BACKOFF, fullJitterBackoff, type BackoffBounds } from '../queue/queues.js';
+import { DEFAULT_BACKOFF, fullJitterBackoff, type BackoffBounds } from '../backoff.js';
 
 /**
  * What to do after a failed attempt: one pure decision, shared by a batch's
- * rows, a row's own job and the export's page reads. docs/row-protocol.md
- * has it as a table.
+ * rows and a row's own job (src/rows/) and the export's page reads. It sits
+ * beside the errors it reads, below everything that calls the API.
+ * docs/row-protocol.md has it as a table.
  *
  * The kinds of failure, from the error alone:
  * - rate-limited: a 429. Costs no attempt: the fleet's budget waits it out.

@@ -1,20 +1,19 @@
 import { hostname } from 'node:os';
 import { DelayedError, UnrecoverableError, Worker, type Job } from 'bullmq';
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from '../redis/redis.js';
 import type { Logger } from 'pino';
 import type { ApiClient } from '../api/client.js';
 import { ApiError } from '../api/errors.js';
 import type { CardKeyring } from '../cards/crypto.js';
-import type { ColumnPlan } from '../csv/columns.js';
 import { JOB_LOCK_MS, KEYLESS_RETURN_MS } from '../policy.js';
 import type { JobName } from '../outcomes.js';
-import { isSettled, type ImportRecord, type ImportStore } from '../store/importStore.js';
+import { isSettled, type ImportStore } from '../store/importStore.js';
 import type { CustomerFinder } from '../customers/finder.js';
 import type { NameSearch } from '../customers/nameSearch.js';
 import type { CustomerGuard } from '../customers/guard.js';
-import type { ApiBudget } from './budget.js';
+import type { ApiBudget } from '../redis/budget.js';
 import { createRowProtocol, type RowProtocol } from '../rows/protocol.js';
-import { reasonOf } from '../rows/decision.js';
+import { reasonOf } from '../api/decision.js';
 import { RowUnrunnableError, type BatchPort, type HandOn, type RowJobPort } from '../rows/interfaces.js';
 import {
   BATCH_JOB,
@@ -22,17 +21,16 @@ import {
   RowBatchDataSchema,
   RowJobDataSchema,
   enqueueFinalize,
-  fullJitterBackoff,
   isRowJob,
   rowJobOptions,
-  type BackoffBounds,
   type Queues,
   type RowBatchData,
   type RowJobData,
   type RowQueueData,
   type RowQueueJobName,
-} from './queues.js';
-import { requeueStranded } from './requeue.js';
+} from '../queue/queues.js';
+import { requeueStranded } from '../queue/requeue.js';
+import { fullJitterBackoff, type BackoffBounds } from '../backoff.js';
 import type { FailureLog } from '../failureLog.js';
 
 export interface RowWorkerOptions {
@@ -62,15 +60,6 @@ export interface RowWorkerOptions {
 
 /** Ends a worker's name in the fleet (BullMQ's client name) when it cannot open card data. */
 export const NO_CARD_KEY_SUFFIX = ':no-card-key';
-
-/** The column plan of an import, rebuilt from its record (the producer validated it). */
-export function planOf(record: ImportRecord): ColumnPlan {
-  const index = new Map<string, number>();
-  record.paths.forEach((p, i) => {
-    if (p !== '') index.set(p, i);
-  });
-  return { kind: record.kind, headers: record.headers, paths: record.paths, index };
-}
 
 /**
  * Runs the rows queue: BullMQ's side of the row protocol (src/rows/), which
@@ -223,7 +212,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       stalledInterval: Math.round((options.lockMs ?? JOB_LOCK_MS) / 2),
       maxStalledCount: Number.MAX_SAFE_INTEGER,
       settings: {
-        // The protocol's decision (src/rows/decision.ts) chose the delay; a row job handed on by its
+        // The protocol's decision (src/api/decision.ts) chose the delay; a row job handed on by its
         // batch counts the batch's attempt too, so its backoff keeps growing.
         backoffStrategy: (attemptsMade, _type, err, job) =>
           (err && delays.get(err)) ?? fullJitterBackoff(attemptsMade + afterOf(job?.data), err instanceof ApiError ? err.retryAfterMs : undefined, options.backoff),
