@@ -16,7 +16,8 @@ export interface RowJob {
   /**
    * Without the duplicate guard, the processor's first step on a pending row
    * is to mark it `sent`, before any request: the protocol may mark it a
-   * little early, while the row waits for a slot, and changes nothing it does.
+   * little early, with the other rows of its batch in one Redis call, and
+   * changes nothing it does.
    */
   marksSentFirst: boolean;
 }

@@ -123,9 +123,8 @@ export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportS
     },
 
     async created(customer, person, claimant) {
-      await deps.index.remember([customer]);
       // Kept when there is no index: the claim, with its row's outcome, is then what tells a later import.
-      if (await deps.index.meta()) await deps.index.releaseIdentity(identityKey(person), claimant);
+      await deps.index.created(customer, identityKey(person), claimant);
     },
   };
 }

@@ -224,12 +224,13 @@ export async function buildIfCheaper(deps: RefreshDeps, rows: number): Promise<I
  * stale): then the caller searches instead.
  */
 export async function currentIndex(deps: RefreshDeps, after: number): Promise<IndexMeta | undefined> {
-  const token = randomBytes(8).toString('hex');
   const lockKey = `${deps.prefix}:cix:lock`;
   for (;;) {
     const meta = await deps.index.meta();
     if (!meta?.appendOnly || meta.refreshedAt === 0) return undefined;
     if (meta.refreshedAt >= after) return meta;
+    // (Made only here: every create asks, and nearly all find the index current.)
+    const token = randomBytes(8).toString('hex');
     if ((await deps.redis.set(lockKey, token, 'PX', DELTA_LOCK_MS, 'NX')) === 'OK') {
       try {
         const outcome = await refreshDelta(deps);

@@ -16,7 +16,7 @@ import type { BackoffBounds } from '../backoff.js';
 import { planOf } from '../store/plan.js';
 import { NO_FIGURES, type ImportRecord, type ImportStore, type RunFigures } from '../store/importStore.js';
 import { isSettled, outcomeOf, withOutcome, type LedgerEntry } from '../store/ledger.js';
-import { coalesce, Slots } from './coalesce.js';
+import { coalesce, slottedApi, Slots } from './coalesce.js';
 import { decide, mayHaveAppliedNote, notFoundNote, provenNotApplied, reasonOf, type Decision } from '../api/decision.js';
 import { countedApi, noCalls, type CallFigures } from './figures.js';
 import { RowUnrunnableError, type BatchInput, type BatchPort, type BatchResult, type RowJobInput, type RowJobPort, type RowJobResult } from './interfaces.js';
@@ -71,6 +71,8 @@ interface RowRun {
   log: () => Logger;
   /** A batch's row: when the process is closing, it does not start, and goes back with its batch. */
   deferrable: boolean;
+  /** Marked `sent` with its batch, before it started (its job marks itself sent first): true when the mark was written. */
+  premarked?: boolean;
 }
 
 /** How one attempt ended. `entry` is the row's ledger entry as this attempt left it. */
@@ -90,12 +92,15 @@ type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred';
 /**
  * The life of a row, from `pending` to settled, whatever runs its jobs:
  *
- * - An attempt runs the row's processor (jobs/) in one of `concurrency`
- *   slots. A processor about to send a create marks the row `sent` first
- *   (a processor that marks itself first is marked while it waits for its
- *   slot), so a crash after that reads back instead of creating again; a
- *   failure that proves the request was not applied puts it back to
- *   `pending`.
+ * - An attempt runs the row's processor (jobs/); each of its requests
+ *   takes one of `concurrency` slots for as long as it is out, and only
+ *   then: the Redis round trips around it (the guard's claim, the `sent`
+ *   mark, the settle) are made outside, so a slot goes from one answer to
+ *   the next request. At most ADMITTED_PER_SLOT × `concurrency` rows are
+ *   running at once. A processor about to send a create marks the row
+ *   `sent` first, so a crash after that reads back instead of creating
+ *   again; a failure that proves the request was not applied puts it back
+ *   to `pending`.
  * - Settling is once per row (a Lua script refuses a settled row): the
  *   first run to settle wins, and a run whose `sent` mark is refused stops
  *   before sending (taken).
@@ -111,7 +116,10 @@ type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred';
  */
 export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
   const { store, api, budget, logger } = options;
+  // Requests out at once, and rows running at once (getting ready, waiting for a slot, settling).
   const slots = new Slots(options.concurrency);
+  const admitted = new Slots(options.concurrency * ADMITTED_PER_SLOT);
+  const slotted = slottedApi(api, slots);
   let closing = false;
   // Import records do not change once enqueued (but for counts, kept elsewhere).
   const imports = new Map<string, Promise<KnownImport | undefined>>();
@@ -161,33 +169,25 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       return writeUnsettled(importId, { row, entry });
     };
     const job = ROW_JOBS[run.name];
-    // A processor that marks itself `sent` first is marked while it is next but a few in line for a slot,
-    // so its request leaves when the slot frees (markSent then waits for that write to be in Redis).
-    let premarked: Promise<boolean> | undefined;
     const guard = known.record.options.allowDuplicates ? undefined : options.guard;
-    // (Not while a guard runs first: a row it settles as `exists` must not have looked sent.)
-    const premark =
-      job.marksSentFirst && stored.status === 'pending' && guard === undefined
-        ? () => {
-            premarked = write({ ...entry, status: 'sent' });
-            // A failed write is told by markSent, which awaits it; until then it is not unhandled.
-            premarked.catch(() => undefined);
-          }
-        : undefined;
     const ctx: RowContext = {
       importId,
       row,
       plan: known.plan,
       cells: run.cells,
       options: { expiryFormat: known.record.options.expiryFormat, match: known.record.options.match },
-      api: countedApi(api, figures),
+      api: countedApi(slotted, figures),
       budget,
       previous: stored.status === 'sent' ? 'sent' : 'pending',
       preexisting: stored.preexisting,
       markSent: async () => {
         sentNow = true;
         // The row is marked sent before the request leaves, so a crash after this line reconciles instead of re-creating.
-        if (!(await (premarked ?? write({ ...entry, status: 'sent' })))) throw new RowTakenError();
+        if (run.premarked === true) {
+          entry = { ...entry, status: 'sent' };
+          return;
+        }
+        if (!(await write({ ...entry, status: 'sent' }))) throw new RowTakenError();
       },
       recordPreexisting: async (ids) => {
         await write({ ...entry, preexisting: [...ids] });
@@ -200,10 +200,10 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       },
     };
     try {
-      const outcome = await slots.run(async () => (closing && run.deferrable ? undefined : job.process(ctx)), premark);
+      const outcome = await admitted.run(async () => (closing && run.deferrable ? undefined : job.process(ctx)));
       if (outcome === undefined) {
-        // Marked early but never sent: back as it was, so its next run does not read back for nothing.
-        if (premarked && (await premarked)) await write(stored);
+        // Marked with its batch but never sent: back as it was, so its next run does not read back for nothing.
+        if (run.premarked === true) await write(stored);
         return { kind: 'deferred' };
       }
       return { kind: 'outcome', entry: withOutcome(entry, outcome), status: outcome.status };
@@ -213,15 +213,15 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       // note, the job's failed reason and stack, the logs (src/secrets.ts).
       const error = withoutSecrets(caught, secretValues(known.plan, run.cells));
       // This attempt's request cannot have been applied: nothing to reconcile next time.
-      if ((sentNow || premarked) && provenNotApplied(error)) await write({ ...entry, status: 'pending' });
+      if ((sentNow || run.premarked === true) && provenNotApplied(error)) await write({ ...entry, status: 'pending' });
       return { kind: 'error', error, entry, ctx };
     }
   }
 
   /**
    * The entry of a row whose last attempt failed and that has no attempt
-   * left (or none worth making), as `decision` says. A read-back runs in a
-   * slot, and its calls count into the attempt's figures.
+   * left (or none worth making), as `decision` says. A read-back runs as
+   * an admitted row, and its calls count into the attempt's figures.
    */
   async function conclude(name: JobName, failure: Extract<Attempt, { kind: 'error' }>, decision: Exclude<Decision, { kind: 'wait-for-budget' | 'retry' }>): Promise<LedgerEntry> {
     const { entry, ctx } = failure;
@@ -230,7 +230,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     const readBack = ROW_JOBS[name].readBack;
     if (decision.kind === 'needs-review' || !readBack) return review;
     const { reason } = decision;
-    return slots.run(async () => {
+    return admitted.run(async () => {
       try {
         const verdict = await readBack({ ...ctx, previous: 'sent' });
         if (verdict) return withOutcome(entry, verdict);
@@ -319,9 +319,10 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     if (!known || entries.some((e) => e === undefined)) throw new RowUnrunnableError(`import ${importId} batch ${input.jobId ?? '?'} has no record or ledger entries`);
     // Figures of attempts that settled nothing here (a 429, a row handed on); settled rows carry their own.
     const unsettled: RunFigures = { ...NO_FIGURES };
+    const premarked = await premarkBatch(importId, known, input.rows, entries as LedgerEntry[]);
     // Every row ends before the batch does, even when one fails (a Redis error): the batch runs
     // again only once none of its rows is still running here.
-    const ended = await Promise.allSettled(input.rows.map(async (row, i) => batchRow(input, port, known, row, entries[i] as LedgerEntry, unsettled)));
+    const ended = await Promise.allSettled(input.rows.map(async (row, i) => batchRow(input, port, known, row, entries[i] as LedgerEntry, unsettled, premarked.get(row))));
     await store.addFigures(importId, unsettled);
     const failure = ended.find((e) => e.status === 'rejected');
     if (failure) throw failure.reason;
@@ -331,12 +332,34 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
   }
 
   /**
+   * Marks `sent`, in one script call, the batch's pending rows whose job
+   * marks itself sent first (not under the duplicate guard: a row it settles
+   * `exists` must never have looked sent): their requests then leave
+   * without a round trip of their own. Whether each mark was written (false:
+   * the row settled meanwhile), by row.
+   */
+  async function premarkBatch(importId: string, known: KnownImport, rows: readonly number[], entries: readonly LedgerEntry[]): Promise<Map<number, boolean>> {
+    const marks: Array<{ row: number; entry: LedgerEntry }> = [];
+    if (closing || (options.guard && !known.record.options.allowDuplicates)) return new Map();
+    const now = Date.now();
+    rows.forEach((row, i) => {
+      const stored = entries[i];
+      if (stored && stored.job !== null && ROW_JOBS[stored.job].marksSentFirst && stored.status === 'pending' && !stored.handed) {
+        marks.push({ row, entry: { ...stored, status: 'sent', attempts: stored.attempts + 1, lastAttemptAt: now } });
+      }
+    });
+    if (marks.length === 0) return new Map();
+    const written = await store.updateUnsettledRows(importId, marks);
+    return new Map(marks.map((m, i) => [m.row, written[i] === true]));
+  }
+
+  /**
    * One row of a batch. Its sealed cells leave the batch's data once its
    * outcome is known (awaited before it settles, so a settled import's
    * batches hold no card data) or once its own job holds them; a row not
    * started keeps them for the batch's next run.
    */
-  async function batchRow(input: BatchInput, port: BatchPort, known: KnownImport, row: number, stored: LedgerEntry, unsettled: RunFigures): Promise<BatchRowResult> {
+  async function batchRow(input: BatchInput, port: BatchPort, known: KnownImport, row: number, stored: LedgerEntry, unsettled: RunFigures, premarked: boolean | undefined): Promise<BatchRowResult> {
     const { importId } = input;
     const { record } = known;
     const token = input.secrets?.[String(row)];
@@ -368,11 +391,19 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     // while it is there, and makes sure it is.
     if (stored.handed) return addRowJob({ after: 1 });
 
+    // Its batch's mark was refused: the row settled meanwhile.
+    if (premarked === false) {
+      await forget();
+      return 'skipped';
+    }
     const cells = openCells(stored.cells, token, options.keyring);
     let current = stored;
+    // Only the first attempt goes on its batch's mark (one after a 429 marks itself again).
+    let marked = premarked;
     for (;;) {
       const figures: CallFigures = noCalls();
-      const result = await attemptRow({ name, importId, row, known, stored: current, cells, log, deferrable: true }, figures);
+      const result = await attemptRow({ name, importId, row, known, stored: current, cells, log, deferrable: true, premarked: marked }, figures);
+      marked = undefined;
       if (result.kind === 'deferred') {
         addTo(unsettled, figures);
         return 'deferred';
@@ -423,6 +454,14 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     },
   };
 }
+
+/**
+ * Rows running at once per request slot: while one row's request is out,
+ * another gets ready (its claim, its `sent` mark) and a third settles, so a
+ * freed slot finds a row ready to send. A closing process finishes at most
+ * these, and batches take the rows not started back.
+ */
+const ADMITTED_PER_SLOT = 2;
 
 function addTo(total: RunFigures, figures: CallFigures & Partial<RunFigures>): void {
   total.apiCalls += figures.apiCalls;
