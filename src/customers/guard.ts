@@ -75,7 +75,8 @@ export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportS
     const { after } = asOf;
     // The requests count for the row that made them (its import's figures).
     const refresh = { ...deps.refresh, api };
-    const meta = (await currentIndex(refresh, after)) ?? (await decideBuild(importId, after, refresh));
+    // Read ahead with the process's own client: those pages are no row's requests.
+    const meta = (await currentIndex(refresh, after, asOf.fresh ? undefined : deps.refresh)) ?? (await decideBuild(importId, after, refresh));
     if (meta) {
       const [ids = []] = await deps.index.lookup(meta, 'i', [identityKey(person)]);
       return ids;
