@@ -210,19 +210,53 @@ export function createBudget(redis: RedisClient, keys: StoreKeys, options: Budge
   // Until when (this process's clock) the fleet was last seen unpaced: requests go without asking.
   let leaseUntil = 0;
 
-  async function reserve(): Promise<{ waitMs: number; at: number }> {
-    if (Date.now() < leaseUntil) {
-      leasedSent++;
-      return { waitMs: 0, at: Date.now() };
-    }
+  // The one acquire under way that may renew the lease: requests meanwhile wait for it, not each for its own.
+  let renewing: Promise<{ waitMs: number; at: number }> | undefined;
+  // What the last acquire found: paced, every request reserves its own slot.
+  let unpaced = false;
+
+  /** One acquire script call, counting this request; an unpaced answer renews the lease. */
+  async function acquireOnce(): Promise<{ waitMs: number; at: number }> {
     const report = [String(admitted), String(leasedSent)] as const;
     admitted = 0;
     leasedSent = 0;
     const reply = await acquireScript.run(redis, budgetKeys, [known, report[0], String(policy.forgetMs), report[1]]);
     const [wait, at, paced] = Array.isArray(reply) ? reply.map(Number) : [];
     const waitMs = Math.max(0, Math.ceil(wait ?? 0));
-    if (paced === 0 && waitMs === 0) leaseUntil = Date.now() + UNPACED_LEASE_MS;
+    unpaced = paced === 0 && waitMs === 0;
+    if (unpaced) leaseUntil = Date.now() + UNPACED_LEASE_MS;
     return { waitMs, at: at ?? 0 };
+  }
+
+  function renew(): Promise<{ waitMs: number; at: number }> {
+    renewing ??= acquireOnce().finally(() => {
+      renewing = undefined;
+    });
+    return renewing;
+  }
+
+  async function reserve(): Promise<{ waitMs: number; at: number }> {
+    const now = Date.now();
+    if (now < leaseUntil) {
+      // Near its end, the lease is renewed while this request goes: the acquire counts it, and no
+      // request waits a round trip for the budget while the fleet stays unpaced.
+      if (leaseUntil - now < UNPACED_LEASE_MS / 2 && !renewing) {
+        renew().catch(() => undefined);
+        return { waitMs: 0, at: now };
+      }
+      leasedSent++;
+      return { waitMs: 0, at: now };
+    }
+    if (renewing && unpaced) {
+      // Another request is asking already: its answer tells whether the fleet is still unpaced.
+      await renewing.catch(() => undefined);
+      if (Date.now() < leaseUntil) {
+        leasedSent++;
+        return { waitMs: 0, at: Date.now() };
+      }
+      return acquireOnce();
+    }
+    return unpaced || !renewing ? renew() : acquireOnce();
   }
 
   return {
@@ -237,6 +271,7 @@ export function createBudget(redis: RedisClient, keys: StoreKeys, options: Budge
     async block(retryAfterMs) {
       // This process stops going unasked, and its unreported figures count in the cut.
       leaseUntil = 0;
+      unpaced = false;
       const args = [retryAfterMs ?? DEFAULT_RETRY_AFTER_MS, known, policy.decrease, policy.increase, policy.floor, policy.cutSpacingMs, policy.forgetMs, leasedSent, admitted];
       leasedSent = 0;
       admitted = 0;
