@@ -10,7 +10,7 @@ import type { CustomerGuard } from '../customers/guard.js';
 import type { NameSearch } from '../customers/nameSearch.js';
 import type { FailureLog } from '../failureLog.js';
 import { observeRetry, observeRowSettled } from '../metrics.js';
-import { SUCCESS_STATUSES, type ImportKind, type JobName, type RowOutcome } from '../outcomes.js';
+import { SUCCESS_STATUSES, type ImportKind, type JobName, type RowOutcome, type RowStatus } from '../outcomes.js';
 import type { ApiBudget } from '../redis/budget.js';
 import type { BackoffBounds } from '../backoff.js';
 import { planOf } from '../store/plan.js';
@@ -138,9 +138,16 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     const figures: RunFigures = { ...NO_FIGURES };
     for (const r of rows) addTo(figures, r.figures);
     const result = await store.settleRows(importId, rows, figures);
+    // Counted by kind and status, once per group of the call, not once per row.
+    const tally = new Map<string, { kind: ImportKind; status: RowStatus; count: number }>();
     rows.forEach((r, i) => {
-      if (result.applied[i] && isSettled(r.entry.status)) observeRowSettled(r.kind, r.entry.status);
+      if (!result.applied[i] || !isSettled(r.entry.status)) return;
+      const key = `${r.kind} ${r.entry.status}`;
+      const seen = tally.get(key);
+      if (seen) seen.count++;
+      else tally.set(key, { kind: r.kind, status: r.entry.status, count: 1 });
     });
+    for (const { kind, status, count } of tally.values()) observeRowSettled(kind, status, count);
     if (result.complete) await options.onComplete(importId, result.round);
     return result.applied;
   });
