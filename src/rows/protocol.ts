@@ -464,11 +464,12 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
 
 /**
  * Rows running at once per request slot: while one row's request is out,
- * another gets ready (its claim, its `sent` mark) and a third settles, so a
+ * others get ready (their claim, index read and `sent` mark: three Redis
+ * round trips, slow on a busy machine) or write what they created, so a
  * freed slot finds a row ready to send. A closing process finishes at most
  * these, and batches take the rows not started back.
  */
-const ADMITTED_PER_SLOT = 2;
+const ADMITTED_PER_SLOT = 4;
 
 function addTo(total: RunFigures, figures: CallFigures & Partial<RunFigures>): void {
   total.apiCalls += figures.apiCalls;
