@@ -9,7 +9,8 @@
  *
  * Routes (all GET unless said):
  * - `/` imports, live progress; `/api/imports`, `/api/imports/:id` (JSON polled by the pages)
- * - `/imports/:id` an import and its rows that did not succeed; POST `/imports/:id/retry`
+ * - `/imports/:id` an import, its activity charts and its rows that did not succeed; POST `/imports/:id/retry`
+ * - `/history` every import by state, a page at a time; `/find?q=` rows by email, name or id; `/api/history`
  * - `/imports/:id/rows/:row` edit a row; POST the same to save and retry it
  * - `/imports/:id/results.csv`, `/imports/:id/errors.csv` downloads (formula-escaped, every cell quoted)
  * - `/exports`, `/exports/:name` runs, manifests, downloads; the schedule
@@ -30,6 +31,7 @@ import { DASHBOARD_CSS, DASHBOARD_JS } from './assets.js';
 import { allowedHosts, createAuth, hostAllowed, requireTokenOffLoopback, safeNext, sameOrigin, SESSION_COOKIE, type DashboardAuth } from './auth.js';
 import { PAGE_CSP, sendPage, type DashboardContext, type Session } from './context.js';
 import { html, page } from './html.js';
+import { historyRoutes } from './history.js';
 import { importRoutes } from './imports.js';
 import { createScrape } from './metrics.js';
 import { pageRoutes } from './pages.js';
@@ -165,6 +167,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   app.get('/metrics', async (_request, reply) => reply.type(scrape.contentType).send(await scrape.metrics()));
 
   importRoutes(app, ctx);
+  historyRoutes(app, ctx);
   pageRoutes(app, ctx);
   await registerBullBoard(app, runtime);
 

@@ -18,7 +18,7 @@ afterEach(async () => {
   pipeline = undefined;
 });
 
-const counts = (over: Partial<ImportCounts> & { byStatus?: Partial<ImportCounts['byStatus']> } = {}): ImportCounts => ({
+const counts = (over: Partial<Omit<ImportCounts, 'byStatus'>> & { byStatus?: Partial<ImportCounts['byStatus']> } = {}): ImportCounts => ({
   settled: 0,
   apiCalls: 0,
   retries: 0,
