@@ -15,7 +15,7 @@
  * it is only ever shown masked.
  */
 import { scrubSecrets } from '../secrets.js';
-import { planOf } from '../queue/rowWorker.js';
+import { planOf } from '../store/plan.js';
 import type { ImportStore, LedgerEntry, RowState } from '../store/importStore.js';
 import { parseTermRows, termDigest } from '../store/searchIndex.js';
 import { queryTerms, searchableCells, termsOf, type MatchedField } from './searchTerms.js';

@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { findRows, isCardShaped, shownQuery } from '../../src/import/find.js';
 import { queryTerms, rowTermDigests, searchableCells, termsOf } from '../../src/import/searchTerms.js';
-import { planOf } from '../../src/queue/rowWorker.js';
+import { planOf } from '../../src/store/plan.js';
 import { SEED_PAYMENT_METHOD_KEYS } from '../../src/sandbox/seed.js';
 import { MAX_TERM_ROWS_TEXT, parseTermRows, termDigest } from '../../src/store/searchIndex.js';
 import { importAndFinish, SIGNUPS_CSV } from '../support/imports.js';
