@@ -18,7 +18,7 @@ import { scrubSecrets } from '../secrets.js';
 import { planOf } from '../store/plan.js';
 import type { ImportStore, LedgerEntry, RowState } from '../store/importStore.js';
 import { parseTermRows, termDigest } from '../store/searchIndex.js';
-import { queryTerms, searchableCells, termsOf, type MatchedField } from './searchTerms.js';
+import { nameSplits, queryTerms, searchableCells, termsOf, type MatchedField } from './searchTerms.js';
 
 /** One row found. */
 export interface FindHit {
@@ -74,8 +74,12 @@ export async function findRows(store: ImportStore, text: string, options: FindOp
   const refused = isCardShaped(text);
   const terms = refused ? [] : queryTerms(text);
   if (terms.length === 0) return { shown, hits: [], imports: 0, refused, more: false };
-  const wanted = new Set(terms);
-  const digests = terms.map(termDigest);
+  const splits = nameSplits(text);
+  // A row matches a whole term, or (its full name) both halves of a split.
+  const wanted = new Set([...terms, ...splits.map(([first, last]) => `${first} ${last}`)]);
+  const looked = [...new Set([...terms, ...splits.flat()])];
+  const digests = looked.map(termDigest);
+  const slot = new Map(looked.map((term, i) => [term, i]));
   const hits: FindHit[] = [];
   let more = false;
   let imports = 0;
@@ -85,8 +89,18 @@ export async function findRows(store: ImportStore, text: string, options: FindOp
     const fields = await store.searchTermRows(ids, digests);
     for (let i = 0; i < ids.length; i++) {
       const found = fields[i]?.map(parseTermRows) ?? [];
-      const rows = [...new Set(found.flatMap((f) => f.rows))].sort((a, b) => a - b);
-      if (found.some((f) => f.truncated)) more = true;
+      const of = (term: string): { rows: number[]; truncated: boolean } => found[slot.get(term) ?? -1] ?? { rows: [], truncated: false };
+      const candidates = new Set(terms.flatMap((t) => of(t).rows));
+      if (terms.some((t) => of(t).truncated)) more = true;
+      for (const [first, last] of splits) {
+        const [a, b] = [of(first), of(last)];
+        // Both lists cut short: rows holding both may be in neither.
+        if (a.truncated && b.truncated) more = true;
+        const other = new Set(b.rows);
+        for (const row of a.rows) if (other.has(row) || b.truncated) candidates.add(row);
+        if (a.truncated) for (const row of b.rows) candidates.add(row);
+      }
+      const rows = [...candidates].sort((x, y) => x - y);
       if (rows.length === 0) continue;
       if (hits.length >= limit) {
         more = true;

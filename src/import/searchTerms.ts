@@ -3,7 +3,10 @@
  * Pure: the producer indexes rows with it, `find` checks each hit with it.
  *
  * Searchable: the email, the first name, the last name, the full name
- * (first and last), the CustomerID and the PaymentMethodKey. Read by column
+ * (first and last), the CustomerID and the PaymentMethodKey. The full name
+ * is not indexed (a term per row more would grow the index by a quarter): a
+ * search of several words also looks its words up as a first and a last name
+ * and keeps the rows holding both. Read by column
  * path, so card numbers, CVCs, expiry dates and passwords are never read,
  * never indexed and never compared.
  *
@@ -41,25 +44,25 @@ export function searchableCells(plan: ColumnPlan, cells: readonly string[]): Sea
 /** Which value a term matched, as `find` reports it. */
 export type MatchedField = 'email' | 'name' | 'customerId' | 'paymentMethodKey';
 
-/** The normalised terms of a row's values, each with the field it comes from. */
-export function termsOf(values: SearchableValues): Array<{ term: string; field: MatchedField }> {
-  const terms: Array<{ term: string; field: MatchedField }> = [];
-  const add = (term: string, field: MatchedField): void => {
-    if (term !== '' && !terms.some((t) => t.term === term)) terms.push({ term, field });
+/** The normalised terms of a row's values, each with the field it comes from; the full name is compared, not indexed. */
+export function termsOf(values: SearchableValues): Array<{ term: string; field: MatchedField; indexed: boolean }> {
+  const terms: Array<{ term: string; field: MatchedField; indexed: boolean }> = [];
+  const add = (term: string, field: MatchedField, indexed = true): void => {
+    if (term !== '' && !terms.some((t) => t.term === term)) terms.push({ term, field, indexed });
   };
   add(normalizeEmail(values.email), 'email');
   const first = normalizeText(values.firstName);
   const last = normalizeText(values.lastName);
   add(first, 'name');
   add(last, 'name');
-  if (first !== '' && last !== '') add(`${first} ${last}`, 'name');
+  if (first !== '' && last !== '') add(`${first} ${last}`, 'name', false);
   add(idTerm(values.customerId), 'customerId');
   add(idTerm(values.paymentMethodKey), 'paymentMethodKey');
   return terms;
 }
 
 /** The digests of a row's terms (what the producer indexes). */
-export const rowTermDigests = (values: SearchableValues): string[] => termsOf(values).map(({ term }) => termDigest(term));
+export const rowTermDigests = (values: SearchableValues): string[] => termsOf(values).filter((t) => t.indexed).map(({ term }) => termDigest(term));
 
 /**
  * The terms a search text may stand for: the text as a name or id, and as an
@@ -69,4 +72,10 @@ export function queryTerms(text: string): string[] {
   const terms = new Set([normalizeText(text), normalizeEmail(text), idTerm(normalizeText(text))]);
   terms.delete('');
   return [...terms];
+}
+
+/** The ways a text of several words splits into a first and a last name: `a b c` is `a` + `b c`, and `a b` + `c`. */
+export function nameSplits(text: string): Array<[first: string, last: string]> {
+  const words = normalizeText(text).split(' ').filter((w) => w !== '');
+  return words.slice(1).map((_, i) => [words.slice(0, i + 1).join(' '), words.slice(i + 1).join(' ')]);
 }

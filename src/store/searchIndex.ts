@@ -36,10 +36,11 @@ export function idTerm(value: string): string {
  */
 export const ADD_TERM_ROWS_LUA = `
 local function addRows(index, term, rows)
+  -- A new term (most are: an email, an id) costs one command.
+  if redis.call('HSETNX', index, term, rows) == 1 then return end
   local current = redis.call('HGET', index, term)
-  if not current then
-    redis.call('HSET', index, term, rows)
-  elseif #current < ${MAX_TERM_ROWS_TEXT} then
+  if current == rows then return end
+  if #current < ${MAX_TERM_ROWS_TEXT} then
     redis.call('HSET', index, term, current .. ',' .. rows)
   elseif string.sub(current, -1) ~= '+' then
     redis.call('HSET', index, term, current .. ',+')

@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { findRows, isCardShaped, shownQuery } from '../../src/import/find.js';
-import { queryTerms, rowTermDigests, searchableCells, termsOf } from '../../src/import/searchTerms.js';
+import { nameSplits, queryTerms, rowTermDigests, searchableCells, termsOf } from '../../src/import/searchTerms.js';
 import { planOf } from '../../src/store/plan.js';
 import { SEED_PAYMENT_METHOD_KEYS } from '../../src/sandbox/seed.js';
 import { MAX_TERM_ROWS_TEXT, parseTermRows, termDigest } from '../../src/store/searchIndex.js';
@@ -22,13 +22,16 @@ describe('search terms', () => {
   it('normalises a row\'s email, names and ids as a search text is normalised', () => {
     const terms = termsOf({ email: ' Ana.Silva@Example.COM ', firstName: 'Amélie', lastName: "O'Neil  Brown", customerId: ' 1042 ', paymentMethodKey: '{6F1C2B9E-3D4A-4C5B-8E7F-0A1B2C3D4E01}' });
     expect(terms).toEqual([
-      { term: 'ana.silva@example.com', field: 'email' },
-      { term: 'amélie', field: 'name' },
-      { term: "o'neil brown", field: 'name' },
-      { term: "amélie o'neil brown", field: 'name' },
-      { term: '1042', field: 'customerId' },
-      { term: '6f1c2b9e-3d4a-4c5b-8e7f-0a1b2c3d4e01', field: 'paymentMethodKey' },
+      { term: 'ana.silva@example.com', field: 'email', indexed: true },
+      { term: 'amélie', field: 'name', indexed: true },
+      { term: "o'neil brown", field: 'name', indexed: true },
+      // Compared, not indexed: a search of several words looks its halves up.
+      { term: "amélie o'neil brown", field: 'name', indexed: false },
+      { term: '1042', field: 'customerId', indexed: true },
+      { term: '6f1c2b9e-3d4a-4c5b-8e7f-0a1b2c3d4e01', field: 'paymentMethodKey', indexed: true },
     ]);
+    expect(nameSplits(" Amélie  O'Neil Brown")).toEqual([['amélie', "o'neil brown"], ["amélie o'neil", 'brown']]);
+    expect(nameSplits('Cher')).toEqual([]);
     // The same person typed another way searches the same terms.
     expect(queryTerms('  ANA.SILVA@example.com')).toContain('ana.silva@example.com');
     expect(queryTerms('Ame\u0301lie')).toContain('amélie');
@@ -79,6 +82,7 @@ describe('findRows', () => {
     // By first name: both Anas, the invalid row too; by full name, one.
     expect((await findRows(store, 'ana')).hits.map((h) => [h.row, h.status])).toEqual([[1, 'created'], [3, 'invalid']]);
     expect((await findRows(store, 'Ana  Lopez')).hits.map((h) => h.row)).toEqual([3]);
+    expect((await findRows(store, 'Bo Silva')).hits).toEqual([]);
     // Newest import first: a sign-up by last name.
     expect((await findRows(store, 'poulain')).hits.map((h) => [h.importId, h.row, h.status])).toEqual([[signups.importId, 1, 'signed-up']]);
 
