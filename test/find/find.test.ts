@@ -9,7 +9,8 @@ import { nameSplits, queryTerms, rowTermDigests, searchableCells, termsOf } from
 import { planOf } from '../../src/store/plan.js';
 import { SEED_PAYMENT_METHOD_KEYS } from '../../src/sandbox/seed.js';
 import { MAX_TERM_ROWS_TEXT, parseTermRows, termDigest } from '../../src/store/searchIndex.js';
-import { importAndFinish, SIGNUPS_CSV } from '../support/imports.js';
+import { editAndRetryRow } from '../../src/import/edit.js';
+import { importAndFinish, SIGNUPS_CSV, waitFinished } from '../support/imports.js';
 import { redisText, startPipeline, type Pipeline } from '../support/pipeline.js';
 
 let pipeline: Pipeline | undefined;
@@ -83,6 +84,12 @@ describe('findRows', () => {
     expect((await findRows(store, 'ana')).hits.map((h) => [h.row, h.status])).toEqual([[1, 'created'], [3, 'invalid']]);
     expect((await findRows(store, 'Ana  Lopez')).hits.map((h) => h.row)).toEqual([3]);
     expect((await findRows(store, 'Bo Silva')).hits).toEqual([]);
+
+    // An invalid row fixed in the dashboard: found by its new email, no longer by its old one.
+    await editAndRetryRow(store, pipeline.runtime.queues, pipeline.runtime.keyring, people.importId, 3, { EmailAddress: 'ana.lopez@example.com' }, {});
+    await waitFinished(pipeline, people.importId, (s) => s.counts.invalid === 0);
+    expect((await findRows(store, 'ana.lopez@example.com')).hits.map((h) => [h.row, h.status, h.matched])).toEqual([[3, 'created', 'email']]);
+    expect((await findRows(store, 'not-an-email')).hits).toEqual([]);
     // Newest import first: a sign-up by last name.
     expect((await findRows(store, 'poulain')).hits.map((h) => [h.importId, h.row, h.status])).toEqual([[signups.importId, 1, 'signed-up']]);
 
