@@ -20,7 +20,7 @@ import { findRows } from '../src/import/find.js';
 import { importHistory } from '../src/import/history.js';
 import { importFile } from '../src/import/producer.js';
 import { luaScript } from '../src/redis/script.js';
-import type { LedgerEntry } from '../src/store/importStore.js';
+import { encodeEntry, type LedgerEntry } from '../src/store/ledger.js';
 import { termDigest } from '../src/store/searchIndex.js';
 import { log, openBenchRuntime, type BenchRow } from './support.js';
 
@@ -104,7 +104,7 @@ export async function historyBench(rows: number, smallImports: number): Promise<
     const check = await findRows(store, email);
     if (check.hits.length !== 1 || check.hits[0]?.row !== probe) throw new Error(`find by email found ${JSON.stringify(check.hits)}`);
     const scan = await timed(3, async () => {
-      for await (const { entry } of store.rowsInOrder(result.importId, rows)) if (entry.c[3] === email) return;
+      for await (const { entry } of store.rowsInOrder(result.importId, rows)) if (entry.cells[3] === email) return;
     });
     log(`find: email ${byEmail.toFixed(1)} ms, id ${byId.toFixed(1)} ms, name ${byName.toFixed(1)} ms; ledger scan ${scan.toFixed(0)} ms`);
 
@@ -119,7 +119,7 @@ export async function historyBench(rows: number, smallImports: number): Promise<
     // The settle script, with and without the series and search index, on imports of their own.
     const settleRows = 20_000;
     // Each row with a CustomerID of its own, as the service answers creates.
-    const entry = (s: LedgerEntry['s'], row = 0): LedgerEntry => ({ c: ['', 'Ann', 'Lee', 'ann@example.com'], j: 'customer.create', s, a: 1, ...(s === 'pending' ? {} : { cid: String(500_000 + row) }) });
+    const entry = (status: LedgerEntry['status'], row = 0): LedgerEntry => ({ cells: ['', 'Ann', 'Lee', 'ann@example.com'], job: 'customer.create', status, attempts: 1, ...(status === 'pending' ? {} : { customerId: String(500_000 + row) }) });
     const prepare = async (id: string): Promise<void> => {
       await store.createImport({ id, file: 'settle.csv', kind: 'customers', headers: ['CustomerID'], paths: ['CustomerID'], options: { expiryFormat: 'MMYY', attempts: 3 }, createdAt: Date.now(), state: 'enqueuing', round: 0 });
       for (let first = 1; first <= settleRows; first += 1000) {
@@ -136,7 +136,7 @@ export async function historyBench(rows: number, smallImports: number): Promise<
     const withRate = await settleAll((batch) => store.settleRows('settle-with', batch, { apiCalls: 8, retries: 0, rateLimited: 1, searches: 0, reads: 0 }));
     const withoutRate = await settleAll((batch) => {
       const args = [String(Date.now()), '8', '0', '1', '0', '0'];
-      for (const { row, entry: e } of batch) args.push(String(row), JSON.stringify(e), e.s);
+      for (const { row, entry: e } of batch) args.push(String(row), encodeEntry(e), e.status);
       return without.run(redis, [store.keys.ledger('settle-without'), store.keys.counts('settle-without'), store.keys.importRecord('settle-without')], args);
     });
     log(`settle: ${withRate.toFixed(0)} rows/s with series and index, ${withoutRate.toFixed(0)} without`);

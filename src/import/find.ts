@@ -137,9 +137,9 @@ async function checkedHits(store: ImportStore, importId: string, rows: readonly 
 }
 
 function hitOf(importId: string, file: string, kind: string, row: number, entry: LedgerEntry, plan: ReturnType<typeof planOf>, wanted: ReadonlySet<string>): FindHit | undefined {
-  const values = searchableCells(plan, entry.c);
-  if (values.customerId === '' && entry.cid !== undefined) values.customerId = entry.cid;
-  if (values.paymentMethodKey === '' && entry.pmk !== undefined) values.paymentMethodKey = entry.pmk;
+  const values = searchableCells(plan, entry.cells);
+  if (values.customerId === '' && entry.customerId !== undefined) values.customerId = entry.customerId;
+  if (values.paymentMethodKey === '' && entry.paymentMethodKey !== undefined) values.paymentMethodKey = entry.paymentMethodKey;
   const match = termsOf(values).find(({ term }) => wanted.has(term));
   if (!match) return undefined;
   return {
@@ -147,7 +147,7 @@ function hitOf(importId: string, file: string, kind: string, row: number, entry:
     file,
     kind,
     row,
-    status: entry.s,
+    status: entry.status,
     matched: match.field,
     email: values.email,
     firstName: values.firstName,

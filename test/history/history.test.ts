@@ -65,7 +65,7 @@ describe('the series', () => {
     const t0 = Date.UTC(2026, 0, 1);
     const id = 'series-1';
     await store.createImport({ id, file: 'f.csv', kind: 'customers', headers: ['FirstName'], paths: ['FirstName'], options: { expiryFormat: 'MMYY', attempts: 3 }, createdAt: t0, state: 'enqueuing', round: 0 });
-    const entry = (s: LedgerEntry['s']): LedgerEntry => ({ c: ['Ann'], j: 'customer.create', s, a: 1 });
+    const entry = (s: LedgerEntry['status']): LedgerEntry => ({ cells: ['Ann'], job: 'customer.create', status: s, attempts: 1 });
     await store.putPendingRows(id, [1, 2, 3, 4].map((row) => ({ row, entry: entry('pending') })));
     await store.markEnqueued(id, 4);
     await store.settleRows(id, [{ row: 1, entry: entry('created') }, { row: 2, entry: entry('created') }], { apiCalls: 3, retries: 1, rateLimited: 1, searches: 0, reads: 0 }, t0 + 7_000);
@@ -121,11 +121,11 @@ describe('importHistory', () => {
     for (let i = 1; i <= 7; i++) {
       const id = `h-${i}`;
       await store.createImport({ id, file: `f${i}.csv`, kind: 'customers', headers: ['FirstName'], paths: ['FirstName'], options: { expiryFormat: 'MMYY', attempts: 3 }, createdAt: t0 + i * 1000, state: 'enqueued', round: 0 });
-      await store.putPendingRows(id, [{ row: 1, entry: { c: ['Ann'], j: 'customer.create', s: 'pending', a: 0 } }]);
+      await store.putPendingRows(id, [{ row: 1, entry: { cells: ['Ann'], job: 'customer.create', status: 'pending', attempts: 0 } }]);
       await store.markEnqueued(id, 1);
       // Odd imports settle their row, every third fails it; even ones stay queued.
       if (i % 2 === 1) {
-        await store.settleRows(id, [{ row: 1, entry: { c: ['Ann'], j: 'customer.create', s: i % 3 === 0 ? 'failed' : 'created', a: 1 } }]);
+        await store.settleRows(id, [{ row: 1, entry: { cells: ['Ann'], job: 'customer.create', status: i % 3 === 0 ? 'failed' : 'created', attempts: 1 } }]);
         await store.markFinished(id, 0, '/tmp/r', 600);
       }
     }
