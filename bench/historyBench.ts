@@ -1,5 +1,5 @@
 /**
- * Row 8: the run history and search on a Redis holding one import of ROWS
+ * Row 6: the run history and search on a Redis holding one import of ROWS
  * rows (default 100,000) beside IMPORTS small ones (default 1,000):
  *
  * - `find` by email, by CustomerID and by last name through the per-import
@@ -143,13 +143,13 @@ export async function historyBench(rows: number, smallImports: number): Promise<
 
     const size = `${rows.toLocaleString('en')}-row import + ${smallImports.toLocaleString('en')} small imports`;
     return [
-      { figure: `8. find by email, ${size} (ms, median of 15)`, subsync: byEmail, baseline: scan, baselineLabel: 'scan of the big import\'s ledger for the email (ms)', note: 'per-import search index, one HMGET per import, pipelined' },
-      { figure: `8. find by CustomerID, ${size} (ms)`, subsync: byId, baseline: scan, baselineLabel: 'the same ledger scan (ms)', note: '' },
-      { figure: `8. find by last name, ${size} (ms)`, subsync: byName, baseline: scan, baselineLabel: 'the same ledger scan (ms)', note: '' },
-      { figure: `8. history, a page of 50, ${size} (ms)`, subsync: page, baseline: zrange, baselineLabel: 'ZREVRANGE of the page alone (ms)', note: 'records and counts of the page in one pipeline' },
-      { figure: `8. history filtered by state (every import read), ${size} (ms)`, subsync: filtered, baseline: zrange, baselineLabel: 'ZREVRANGE of one page (ms)', note: '200 imports a round trip' },
-      { figure: '8. settle, batches of 8 rows (rows/s)', subsync: withRate, baseline: withoutRate, baselineLabel: 'the settle script without series and search index (rows/s)', note: `${settleRows.toLocaleString('en')} rows each` },
-      { figure: `8. search index of the ${rows.toLocaleString('en')}-row import (bytes per row)`, subsync: indexBytes / rows, baseline: ledgerBytes / rows, baselineLabel: 'its ledger (bytes per row)', note: `producer ${Math.round(rows / producerSeconds).toLocaleString('en')} rows/s with it, in process` },
+      { figure: `6. find by email, ${size} (ms, median of 15)`, subsync: byEmail, baseline: scan, baselineLabel: 'scan of the big import\'s ledger for the email (ms)', note: 'per-import search index, one HMGET per import, pipelined' },
+      { figure: `6. find by CustomerID, ${size} (ms)`, subsync: byId, baseline: scan, baselineLabel: 'the same ledger scan (ms)', note: '' },
+      { figure: `6. find by last name, ${size} (ms)`, subsync: byName, baseline: scan, baselineLabel: 'the same ledger scan (ms)', note: '' },
+      { figure: `6. history, a page of 50, ${size} (ms)`, subsync: page, baseline: zrange, baselineLabel: 'ZREVRANGE of the page alone (ms)', note: 'records and counts of the page in one pipeline' },
+      { figure: `6. history filtered by state (every import read), ${size} (ms)`, subsync: filtered, baseline: zrange, baselineLabel: 'ZREVRANGE of one page (ms)', note: '200 imports a round trip' },
+      { figure: '6. settle, batches of 8 rows (rows/s)', subsync: withRate, baseline: withoutRate, baselineLabel: 'the settle script without series and search index (rows/s)', note: `${settleRows.toLocaleString('en')} rows each` },
+      { figure: `6. search index of the ${rows.toLocaleString('en')}-row import (bytes per row)`, subsync: indexBytes / rows, baseline: ledgerBytes / rows, baselineLabel: 'its ledger (bytes per row)', note: `producer ${Math.round(rows / producerSeconds).toLocaleString('en')} rows/s with it, in process` },
     ];
   } finally {
     await bench.close();
