@@ -11,7 +11,9 @@
  * States:
  * - `queued`: nothing settled and no request made yet;
  * - `running`: rows are being enqueued or sent, or the results written;
- * - `paused`, `cancelled`: as an operator left it (read from the record);
+ * - `paused`, `cancelled`: as an operator (or a canary) left it, read from
+ *   the import's run state (`<prefix>:import:<id>:run`); a cancelling import
+ *   is shown cancelled;
  * - `finished`: its results are written and every row succeeded;
  * - `finished with failures`: its results are written and some rows are
  *   invalid, failed or need review.
@@ -71,15 +73,15 @@ const READ_CHUNK = 200;
 /** The pace an ETA uses: rows settled over this many seconds before the last bucket. */
 const ETA_WINDOW_S = 60;
 
-/** An import's state from its record's fields and its counts (see the module comment). */
+/** An import's state from its record's fields (and `runState`, its run-state hash's state) and its counts (see the module comment). */
 export function stateOf(record: Readonly<Record<string, string | undefined>>, counts: ImportCounts): ImportState {
-  const control = record.control ?? record.state;
-  if (control === 'cancelled' || record.cancelledAt !== undefined) return 'cancelled';
+  // Cancelling: its unsent rows are being settled as cancelled.
+  if (record.runState === 'cancelled' || record.runState === 'cancelling') return 'cancelled';
   if (record.finishedAt !== undefined) {
     const problems = [...PROBLEM_STATUSES].reduce((sum, s) => sum + counts.byStatus[s], 0);
     return problems > 0 ? 'finished with failures' : 'finished';
   }
-  if (control === 'paused' || record.pausedAt !== undefined) return 'paused';
+  if (record.runState === 'paused') return 'paused';
   if (counts.settled === 0 && counts.apiCalls === 0) return 'queued';
   return 'running';
 }

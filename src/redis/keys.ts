@@ -13,6 +13,8 @@ export function storeKeys(prefix: string) {
     ledger: (importId: string) => `${prefix}:import:${importId}:rows`,
     /** Hash: counts by status, `settled`, and the API figures of the import. */
     counts: (importId: string) => `${prefix}:import:${importId}:counts`,
+    /** Hash: the import's run state (running, paused, cancelling, cancelled), why, and its canary (src/import/runState.ts). */
+    runState: (importId: string) => `${prefix}:import:${importId}:run`,
     /** Set: the 8-byte digests of an upsert's match values (src/customers/finder.ts). */
     matchDigests: (importId: string) => `${prefix}:import:${importId}:match`,
     /** Hash: how an upsert finds its customers, and the lock of the worker deciding it. */

@@ -317,25 +317,30 @@ export function createImportStore(redis: RedisClient, prefix: string) {
 
     /**
      * The record fields and counts of many imports in one pipelined read, for
-     * lists (the headers and paths are not read). Fields as stored (text);
-     * undefined for an import whose record is gone (expired).
+     * lists (the headers and paths are not read). Fields as stored (text),
+     * with `runState`: the state an operator left it in (paused, cancelling,
+     * cancelled), from its run-state hash; undefined for an import whose
+     * record is gone (expired).
      */
     async importSummaries(importIds: readonly string[]): Promise<Array<{ record: Record<string, string | undefined>; counts: ImportCounts } | undefined>> {
       if (importIds.length === 0) return [];
       const pipeline = redis.pipeline();
-      for (const id of importIds) pipeline.hmget(keys.importRecord(id), ...SUMMARY_FIELDS).hgetall(keys.counts(id));
+      for (const id of importIds) pipeline.hmget(keys.importRecord(id), ...SUMMARY_FIELDS).hgetall(keys.counts(id)).hget(keys.runState(id), 'state');
       const replies = (await pipeline.exec()) ?? [];
       return importIds.map((_id, i) => {
-        const [recordError, fields] = replies[2 * i] ?? [];
-        const [countsError, hash] = replies[2 * i + 1] ?? [];
+        const [recordError, fields] = replies[3 * i] ?? [];
+        const [countsError, hash] = replies[3 * i + 1] ?? [];
+        const [runError, runState] = replies[3 * i + 2] ?? [];
         if (recordError) throw recordError;
         if (countsError) throw countsError;
+        if (runError) throw runError;
         const values = Array.isArray(fields) ? fields : [];
         const record: Record<string, string | undefined> = {};
         SUMMARY_FIELDS.forEach((field, j) => {
           const value: unknown = values[j];
           record[field] = typeof value === 'string' ? value : undefined;
         });
+        record.runState = typeof runState === 'string' ? runState : undefined;
         if (record.state === undefined) return undefined;
         return { record, counts: countsOf(typeof hash === 'object' && hash !== null ? (hash as Record<string, string>) : {}) };
       });
@@ -550,11 +555,8 @@ function answeredTerms(entry: LedgerEntry): string {
   return terms.join(',');
 }
 
-/**
- * Record fields a list of imports reads: what the history shows, and the
- * fields that pausing and cancelling an import may write (read when present).
- */
-const SUMMARY_FIELDS = ['id', 'file', 'kind', 'createdAt', 'state', 'total', 'round', 'lastSettledAt', 'finishedAt', 'resultsDir', 'pausedAt', 'cancelledAt', 'control'] as const;
+/** Record fields a list of imports reads: what the history shows. */
+const SUMMARY_FIELDS = ['id', 'file', 'kind', 'createdAt', 'state', 'total', 'round', 'lastSettledAt', 'finishedAt', 'resultsDir'] as const;
 
 function countsOf(hash: Readonly<Record<string, string>>): ImportCounts {
   const n = (field: string): number => Number(hash[field] ?? 0);

@@ -39,12 +39,12 @@ describe('stateOf', () => {
     expect(stateOf({ state: 'enqueued', finishedAt: '1' }, counts({ settled: 3, byStatus: { created: 2, invalid: 1 } }))).toBe('finished with failures');
   });
 
-  it('reads paused and cancelled from the record when an operator left it so', () => {
-    expect(stateOf({ state: 'paused' }, counts({ settled: 1 }))).toBe('paused');
-    expect(stateOf({ state: 'enqueued', pausedAt: '5' }, counts({ settled: 1 }))).toBe('paused');
-    expect(stateOf({ state: 'cancelled' }, counts({ settled: 1 }))).toBe('cancelled');
+  it('reads paused and cancelled from the run state an operator left', () => {
+    expect(stateOf({ state: 'enqueued', runState: 'paused' }, counts({ settled: 1 }))).toBe('paused');
+    expect(stateOf({ state: 'enqueued', runState: 'running' }, counts({ settled: 1 }))).toBe('running');
+    expect(stateOf({ state: 'enqueued', runState: 'cancelling' }, counts({ settled: 1 }))).toBe('cancelled');
     // A cancelled import whose results are written stays cancelled.
-    expect(stateOf({ state: 'enqueued', cancelledAt: '5', finishedAt: '6' }, counts({ settled: 1 }))).toBe('cancelled');
+    expect(stateOf({ state: 'enqueued', runState: 'cancelled', finishedAt: '6' }, counts({ settled: 1 }))).toBe('cancelled');
   });
 });
 
@@ -129,6 +129,8 @@ describe('importHistory', () => {
         await store.markFinished(id, 0, '/tmp/r', 600);
       }
     }
+    // Paused by an operator (its run-state hash, as `subsync pause` writes it).
+    await pipeline.runtime.redis.hset(store.keys.runState('h-2'), 'state', 'paused');
     // An import whose record expired while its id stayed in the index is passed over.
     await pipeline.runtime.redis.del(store.keys.importRecord('h-6'));
 
@@ -141,12 +143,13 @@ describe('importHistory', () => {
     expect(second.nextOffset).toBeNull();
 
     const states = Object.fromEntries((await importHistory(store)).imports.map((e) => [e.importId, e.state]));
-    expect(states).toEqual({ 'h-7': 'finished', 'h-5': 'finished', 'h-4': 'queued', 'h-3': 'finished with failures', 'h-2': 'queued', 'h-1': 'finished' });
+    expect(states).toEqual({ 'h-7': 'finished', 'h-5': 'finished', 'h-4': 'queued', 'h-3': 'finished with failures', 'h-2': 'paused', 'h-1': 'finished' });
 
-    const queued = await importHistory(store, { state: 'queued', limit: 1 });
-    expect(queued.imports.map((e) => e.importId)).toEqual(['h-4']);
-    expect(queued.nextOffset).toBe(1);
-    expect((await importHistory(store, { state: 'queued', limit: 1, offset: 1 })).imports.map((e) => e.importId)).toEqual(['h-2']);
+    const finished = await importHistory(store, { state: 'finished', limit: 1 });
+    expect(finished.imports.map((e) => e.importId)).toEqual(['h-7']);
+    expect(finished.nextOffset).toBe(1);
+    expect((await importHistory(store, { state: 'finished', limit: 1, offset: 1 })).imports.map((e) => e.importId)).toEqual(['h-5']);
+    expect((await importHistory(store, { state: 'paused' })).imports.map((e) => e.importId)).toEqual(['h-2']);
     expect((await importHistory(store, { state: 'finished with failures' })).imports.map((e) => [e.importId, e.problems, e.counts.failed])).toEqual([['h-3', 1, 1]]);
   });
 
