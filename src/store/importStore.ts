@@ -342,7 +342,7 @@ export function createImportStore(redis: RedisClient, prefix: string) {
         });
         record.runState = typeof runState === 'string' ? runState : undefined;
         if (record.state === undefined) return undefined;
-        return { record, counts: countsOf(typeof hash === 'object' && hash !== null ? (hash as Record<string, string>) : {}) };
+        return { record, counts: countsOf(CountsHashSchema.parse(hash ?? {})) };
       });
     },
 
@@ -554,6 +554,9 @@ function answeredTerms(entry: LedgerEntry): string {
   }
   return terms.join(',');
 }
+
+/** A counts hash as a pipelined HGETALL answers it. */
+const CountsHashSchema = z.record(z.string(), z.string());
 
 /** Record fields a list of imports reads: what the history shows. */
 const SUMMARY_FIELDS = ['id', 'file', 'kind', 'createdAt', 'state', 'total', 'round', 'lastSettledAt', 'finishedAt', 'resultsDir'] as const;
