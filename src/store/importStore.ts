@@ -4,7 +4,7 @@ import { IMPORT_KINDS, ROW_STATUSES, type ImportKind, type JobName, type RowStat
 import { storeKeys } from '../redis/keys.js';
 import { luaScript } from '../redis/script.js';
 import { decodeEntry, encodeEntry, type LedgerEntry, type RowState } from './ledger.js';
-import { ADD_TERM_ROWS_LUA, idTerm, termDigest } from './searchIndex.js';
+import { ADD_TERM_ROWS_LUA, digestBytes, idTerm, TERM_DIGEST_BYTES, termDigest } from './searchIndex.js';
 import { STAMP_SERIES_LUA } from './series.js';
 
 /**
@@ -92,7 +92,7 @@ end`;
 // settled and the 429s go into the import's series (src/store/series.ts), and the ids the service
 // answered into its search index (src/store/searchIndex.ts).
 // KEYS: ledger, counts, record, series, search index.
-// ARGV: now, apiCalls, retries, rateLimited, searches, reads, then (row, entry JSON, status, term digests comma-separated) per row.
+// ARGV: now, apiCalls, retries, rateLimited, searches, reads, then (row, entry JSON, status, term digests end to end) per row.
 // Returns {settled, total, round, applied per row (1 or 0)}.
 const SETTLE_ROWS_SCRIPT = `${IS_OPEN_LUA}
 ${STAMP_SERIES_LUA}
@@ -114,7 +114,7 @@ for i = 7, #ARGV, 4 do
     redis.call('HINCRBY', KEYS[2], ARGV[i + 2], 1)
     redis.call('HINCRBY', KEYS[2], 'settled', 1)
     if ARGV[i + 3] ~= '' then
-      for term in string.gmatch(ARGV[i + 3], '[^,]+') do addRows(KEYS[5], term, ARGV[i]) end
+      for j = 1, #ARGV[i + 3], ${TERM_DIGEST_BYTES} do addRows(KEYS[5], string.sub(ARGV[i + 3], j, j + ${TERM_DIGEST_BYTES - 1}), ARGV[i]) end
     end
     applied = applied + 1
     reply[#reply + 1] = 1
@@ -249,7 +249,7 @@ export function createImportStore(redis: RedisClient, prefix: string) {
    * same round trip: a worker settles whatever rows finished together.
    */
   async function settleRows(importId: string, rows: ReadonlyArray<{ row: number; entry: LedgerEntry }>, figures: RunFigures = NO_FIGURES, now = Date.now()): Promise<SettleRowsResult> {
-    const args = [String(now), String(figures.apiCalls), String(figures.retries), String(figures.rateLimited), String(figures.searches), String(figures.reads)];
+    const args: Array<string | Buffer> = [String(now), String(figures.apiCalls), String(figures.retries), String(figures.rateLimited), String(figures.searches), String(figures.reads)];
     for (const { row, entry } of rows) args.push(String(row), encodeEntry(entry), entry.status, answeredTerms(entry));
     const reply = await settleRowsScript.run(redis, [keys.ledger(importId), keys.counts(importId), keys.importRecord(importId), keys.series(importId), keys.searchIndex(importId)], args);
     const values = numbers(reply, 3 + rows.length);
@@ -455,8 +455,8 @@ export function createImportStore(redis: RedisClient, prefix: string) {
     /** Adds rows to search terms of the import's index (digests of src/store/searchIndex.ts), in one call. */
     async addSearchTerms(importId: string, terms: ReadonlyMap<string, readonly number[]>): Promise<void> {
       if (terms.size === 0) return;
-      const args: string[] = [];
-      for (const [digest, rows] of terms) if (rows.length > 0) args.push(digest, rows.join(','));
+      const args: Array<string | Buffer> = [];
+      for (const [digest, rows] of terms) if (rows.length > 0) args.push(digestBytes(digest), rows.join(','));
       if (args.length > 0) await addSearchTermsScript.run(redis, [keys.searchIndex(importId)], args);
     },
 
@@ -464,7 +464,8 @@ export function createImportStore(redis: RedisClient, prefix: string) {
     async searchTermRows(importIds: readonly string[], digests: readonly string[]): Promise<Array<Array<string | null>>> {
       if (importIds.length === 0 || digests.length === 0) return importIds.map(() => []);
       const pipeline = redis.pipeline();
-      for (const id of importIds) pipeline.hmget(keys.searchIndex(id), ...digests);
+      const fields = digests.map(digestBytes);
+      for (const id of importIds) pipeline.hmget(keys.searchIndex(id), ...fields);
       const replies = (await pipeline.exec()) ?? [];
       return replies.map(([error, value]) => {
         if (error) throw error;
@@ -541,18 +542,18 @@ export function createImportStore(redis: RedisClient, prefix: string) {
 }
 
 /**
- * The search terms a settled row adds (digests, comma-separated): the
+ * The search terms a settled row adds (their digests end to end): the
  * CustomerID and PaymentMethodKey the service answered, which the file may
  * not hold (a created customer, a sign-up's card).
  */
-function answeredTerms(entry: LedgerEntry): string {
+function answeredTerms(entry: LedgerEntry): string | Buffer {
   if (entry.customerId === undefined && entry.paymentMethodKey === undefined) return '';
-  const terms: string[] = [];
+  let terms = '';
   for (const id of [entry.customerId, entry.paymentMethodKey]) {
     const term = id === undefined ? '' : idTerm(id);
-    if (term !== '') terms.push(termDigest(term));
+    if (term !== '') terms += termDigest(term);
   }
-  return terms.join(',');
+  return terms === '' ? '' : digestBytes(terms);
 }
 
 /** A counts hash as a pipelined HGETALL answers it. */

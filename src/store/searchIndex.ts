@@ -1,7 +1,7 @@
 /**
  * An import's search index, for `subsync find` and the dashboard's search
  * box: one Redis hash per import (`<prefix>:import:<id>:find`), the digest of
- * a search term -> the rows holding it, comma-separated.
+ * a search term (8 bytes, binary) -> the rows holding it, comma-separated.
  *
  * Terms are an email, a first name, a last name, the full name, a
  * CustomerID and a PaymentMethodKey, as the producer reads them from the file
@@ -20,10 +20,20 @@ import { hash } from 'node:crypto';
 /** Characters of one term's row list, beyond which rows are no longer added. */
 export const MAX_TERM_ROWS_TEXT = 8_000;
 
-/** The digest of a normalised term: 16 hex digits (64 bits) of its SHA-1 (one-shot: the producer takes several per row). */
+/** Bytes of a term's digest: 64 bits, as the customer index's keys (a hit is checked against its row anyway). */
+export const TERM_DIGEST_BYTES = 8;
+
+/**
+ * The digest of a normalised term: the first 8 bytes of its SHA-1 (one-shot:
+ * the producer takes several per row), as a latin1 string (one character a
+ * byte, so it keys a Map); {@link digestBytes} turns it into what Redis stores.
+ */
 export function termDigest(normalized: string): string {
-  return hash('sha1', `find\u0000${normalized}`, 'hex').slice(0, 16);
+  return hash('sha1', `find\u0000${normalized}`, 'buffer').subarray(0, TERM_DIGEST_BYTES).toString('latin1');
 }
+
+/** A digest of {@link termDigest} as the bytes Redis holds: binary fields take a fifth less memory than hex. */
+export const digestBytes = (digest: string): Buffer => Buffer.from(digest, 'latin1');
 
 /** An identifier (CustomerID, PaymentMethodKey) as searched: trimmed, without braces, lower-case. */
 export function idTerm(value: string): string {

@@ -105,13 +105,12 @@ describe('findRows', () => {
       expect(result.shown).not.toMatch(/\d{5}/);
     }
     for (const id of [people.importId, signups.importId, cards.importId]) {
-      const fields = await redis.hkeys(store.keys.searchIndex(id));
-      expect(fields.length).toBeGreaterThan(0);
+      const fields = (await redis.hkeysBuffer(store.keys.searchIndex(id))).map((field) => field.toString('latin1'));
+      expect(fields).toContain(termDigest(id === cards.importId ? SEED_PAYMENT_METHOD_KEYS[0] : id === people.importId ? 'ana.silva@example.com' : 'poulain'));
       for (const secret of ['4111111111111111', '5555555555554444', '737', '123']) expect(fields).not.toContain(termDigest(secret));
     }
     // Nothing subsync keeps, search index and series included, holds a card number.
     const kept = await redisText(redis, pipeline.prefix);
-    expect(kept).toContain(termDigest('ana.silva@example.com'));
     expect(kept).not.toMatch(/4111111111111111|5555555555554444/);
 
     // Part of an email is not a term; a name nobody has finds nothing.
