@@ -29,7 +29,7 @@ const LEFT = 56;
 const RIGHT = 12;
 const TOP = 24;
 const BOTTOM = 40;
-/** Markers on a line's points only while they stay apart. */
+/** Markers (and tooltips) on points only while they stay apart: a month-long import has some 2,800 buckets. */
 const MAX_MARKERS = 120;
 
 /** Seconds from the start as an axis label: 0:45, 12:30, 3:05:00. */
@@ -66,7 +66,8 @@ export function chart(points: readonly ChartPoint[], options: ChartOptions): Htm
 ${points.length <= MAX_MARKERS ? points.map((p) => html`<circle class="point" cx="${px(p.x)}" cy="${py(p.y)}" r="2" fill="#1f5fbf"><title>${elapsed(p.x)}: ${label(p.y)} ${options.yLabel}</title></circle>`) : undefined}`
     : points.map((p) => {
       const barW = Math.max(1, plotW / Math.max(1, points.length) - 1);
-      return html`<rect class="point" x="${Math.round((px(p.x) - barW) * 10) / 10}" y="${py(p.y)}" width="${Math.round(barW * 10) / 10}" height="${Math.round((TOP + plotH - py(p.y)) * 10) / 10}" fill="#b3261e"><title>${elapsed(p.x)}: ${label(p.y)} ${options.yLabel}</title></rect>`;
+      const tip = points.length <= MAX_MARKERS ? html`<title>${elapsed(p.x)}: ${label(p.y)} ${options.yLabel}</title>` : undefined;
+      return html`<rect class="point" x="${Math.round((px(p.x) - barW) * 10) / 10}" y="${py(p.y)}" width="${Math.round(barW * 10) / 10}" height="${Math.round((TOP + plotH - py(p.y)) * 10) / 10}" fill="#b3261e">${tip}</rect>`;
     });
   return html`<figure class="chart">
 <svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${WIDTH} ${HEIGHT}" width="${WIDTH}" height="${HEIGHT}" role="img" aria-label="${options.title}" data-chart="${options.name}" data-points="${points.length}">
