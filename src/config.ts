@@ -15,6 +15,7 @@
  */
 import path from 'node:path';
 import { z } from 'zod';
+import { SubsyncError } from './errors.js';
 import { DEFAULT_CONCURRENCY, HTTP_DEFAULTS, JOB_LOCK_MS } from './policy.js';
 
 /** pino's level names, lowest-volume first; `silent` turns logging off. */
@@ -251,15 +252,13 @@ export interface ConfigProblem {
  * has one line per problem, e.g. `SUBSYNC_RATE="abc": expected a positive
  * number of requests per second`. The CLI exits 78 (EX_CONFIG) on it.
  */
-export class ConfigError extends Error {
-  /** Stable code for branching and logs. */
+export class ConfigError extends SubsyncError {
   readonly code = 'CONFIG_INVALID';
   /** Every bad variable, in the order of {@link CONFIG_VARIABLES}. */
   readonly problems: ConfigProblem[];
 
   constructor(problems: ConfigProblem[]) {
     super(problems.map(formatProblem).join('\n'));
-    this.name = 'ConfigError';
     this.problems = problems;
   }
 }
