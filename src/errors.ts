@@ -1,14 +1,17 @@
 /**
  * The root of subsync's own errors, and the one table of their codes.
  *
- * Every error subsync raises is a {@link SubsyncError} with a stable `code`
+ * Every error class of subsync is a {@link SubsyncError} with a stable `code`
  * from {@link ERROR_CODES}. Code that handles an error branches on its code
  * (or its class), never on its message: messages are for people and change
- * with their wording. The CLI maps codes to exit codes in one table
- * (`EXIT_OF_CODE` in src/cli/exitCodes.ts); logs carry the code
- * (src/failureLog.ts); an API error's code is also written beside the
- * service's words in a failed row's reason, e.g. `… (API_REFUSED 422)`, which
- * `subsync errors` groups by.
+ * with their wording. A plain `Error` is thrown only for a broken invariant
+ * (a bug, or data in Redis that subsync did not write), which nothing
+ * handles: the CLI shows it with its stack.
+ *
+ * The CLI maps codes to exit codes in one table (`EXIT_OF_CODE` in
+ * src/cli/exitCodes.ts); logs carry the code (src/failureLog.ts); an API
+ * error's code is also written beside the service's words in a failed row's
+ * reason, e.g. `… (API_REFUSED 422)`, which `subsync errors` groups by.
  *
  * A code, once released, is never renamed or reused for another cause:
  * scripts, log queries, ledger reasons and the error groups built from them
