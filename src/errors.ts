@@ -70,6 +70,8 @@ export const ERROR_CODES = {
   EDIT_REFUSED: 'an edit of a row was refused (its `reason` says why)',
   // Rows.
   SAME_PERSON_RUNNING: "another import's row is creating the same person: this row waits for its outcome",
+  ROW_TAKEN: 'another run settled the row while this attempt was about to send it: this attempt stops',
+  ROW_UNRUNNABLE: "a row's job cannot be run: its import or ledger entry is gone, or it carries card data this worker has no key for",
   // Export.
   EXPORT_FAILED: 'the export job failed for good',
   EXPORT_INCOMPLETE: 'the export file was written but is not proven complete',

@@ -83,6 +83,9 @@ export const EXIT_OF_CODE: Readonly<Record<SubsyncErrorCode, ExitOfError>> = {
   EDIT_REFUSED: 'unexpected',
   // A row's transient failure: its job retries it.
   SAME_PERSON_RUNNING: 'unexpected',
+  // Inside a worker's run of a row.
+  ROW_TAKEN: 'unexpected',
+  ROW_UNRUNNABLE: 'unexpected',
   EXPORT_FAILED: 'failure',
   EXPORT_INCOMPLETE: 'rowsFailed',
   EXPORT_SPOOL_CORRUPT: 'unexpected',
