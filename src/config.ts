@@ -73,7 +73,7 @@ export interface Config {
 export interface ConfigVariable {
   /** The variable's name. */
   readonly name: string;
-  /** The default as shown to a person, or undefined when unset means "none". */
+  /** The value an absent variable takes, written as in the environment (the one declaration of its default: `--help` and the README show it as is); undefined when unset means "none". */
   readonly default: string | undefined;
   /** What it is for. */
   readonly description: string;
