@@ -109,6 +109,8 @@ describe('findRows', () => {
       expect(fields).toContain(termDigest(id === cards.importId ? SEED_PAYMENT_METHOD_KEYS[0] : id === people.importId ? 'ana.silva@example.com' : 'poulain'));
       for (const secret of ['4111111111111111', '5555555555554444', '737', '123']) expect(fields).not.toContain(termDigest(secret));
     }
+    // The index expires with its import.
+    expect(await redis.ttl(store.keys.searchIndex(people.importId))).toBeGreaterThan(0);
     // Nothing subsync keeps, search index and series included, holds a card number.
     const kept = await redisText(redis, pipeline.prefix);
     expect(kept).not.toMatch(/4111111111111111|5555555555554444/);
