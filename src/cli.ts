@@ -15,6 +15,8 @@ import { register as registerDemo } from './cli/demo.js';
 import { register as registerErrors } from './cli/errors.js';
 import { exitReportFor } from './cli/exitCodes.js';
 import { register as registerExport } from './cli/export.js';
+import { register as registerFind } from './cli/find.js';
+import { register as registerHistory } from './cli/history.js';
 import { register as registerImport } from './cli/import.js';
 import { register as registerIndex } from './cli/customerIndex.js';
 import { register as registerRetry } from './cli/retry.js';
@@ -63,6 +65,8 @@ function buildProgram(): Command {
   registerWatch(program);
   registerStart(program);
   registerStatus(program);
+  registerHistory(program);
+  registerFind(program);
   registerIndex(program);
   registerErrors(program);
   registerRetry(program);

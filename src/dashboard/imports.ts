@@ -14,6 +14,7 @@ import { RESULT_FILE_NAMES } from '../results/writeResults.js';
 import type { ImportRecord, LedgerEntry } from '../store/importStore.js';
 import { csrfOf, noticeOf, redirectWithNotice, sendPage, type DashboardContext } from './context.js';
 import { escapedCsv } from './downloads.js';
+import { activitySection } from './history.js';
 import { html, type Html } from './html.js';
 
 /** Imports listed on the front page. */
@@ -118,7 +119,7 @@ export function importRoutes(app: FastifyInstance, ctx: DashboardContext): void 
 <td class="num" data-field="rowsPerSecond">${live.fields.rowsPerSecond}</td>
 <td data-field="state">${live.fields.state}</td></tr>`;
       })}</tbody></table>`;
-    return sendPage(ctx, request, reply, { title: 'Imports', body, ...noticeOf(request.query) });
+    return sendPage(ctx, request, reply, { title: 'Imports', body: html`${body}<p class="hint">The ${LISTED_IMPORTS} latest imports; every import Redis holds, by state: <a href="/history">History</a>.</p>`, ...noticeOf(request.query) });
   });
 
   app.get('/api/imports', async () => {
@@ -200,6 +201,7 @@ ${groups.length > GROUPS_SHOWN ? html`<p class="hint">${groups.length - GROUPS_S
 <tbody><tr>${ROW_STATUSES.map((s) => html`<td class="num" data-field="count-${s}">${status.counts[s]}</td>`)}</tr></tbody></table>
 </div>
 ${downloads}
+${await activitySection(store, id, record.createdAt, record.lastSettledAt, status.settled)}
 ${groupTable}
 <h2>Rows that did not succeed</h2>
 ${pager}${table}`;

@@ -9,7 +9,8 @@
  *
  * Routes (all GET unless said):
  * - `/` imports, live progress; `/api/imports`, `/api/imports/:id` (JSON polled by the pages)
- * - `/imports/:id` an import and its rows that did not succeed; POST `/imports/:id/retry`
+ * - `/imports/:id` an import, its activity charts and its rows that did not succeed; POST `/imports/:id/retry`
+ * - `/history` every import by state, a page at a time; `/find?q=` rows by email, name or id; `/api/history`
  * - `/imports/:id/rows/:row` edit a row; POST the same to save and retry it
  * - `/imports/:id/results.csv`, `/imports/:id/errors.csv` downloads (formula-escaped, every cell quoted)
  * - `/exports`, `/exports/:name` runs, manifests, downloads; the schedule
@@ -25,11 +26,13 @@ import fastifyCookie from '@fastify/cookie';
 import fastifyFormbody from '@fastify/formbody';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { z } from 'zod';
+import { isServerErrorStatus } from '../policy.js';
 import type { Runtime } from '../runtime.js';
 import { DASHBOARD_CSS, DASHBOARD_JS } from './assets.js';
 import { allowedHosts, createAuth, hostAllowed, requireTokenOffLoopback, safeNext, sameOrigin, SESSION_COOKIE, type DashboardAuth } from './auth.js';
 import { PAGE_CSP, sendPage, type DashboardContext, type Session } from './context.js';
 import { html, page } from './html.js';
+import { historyRoutes } from './history.js';
 import { importRoutes } from './imports.js';
 import { createScrape } from './metrics.js';
 import { pageRoutes } from './pages.js';
@@ -120,9 +123,11 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   app.setNotFoundHandler((request, reply) => sendPage(ctx, request, reply, { title: 'Not found', body: html`<p>Nothing at <code>${request.url}</code>. <a href="/">Imports</a></p>` }, 404));
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const status = error instanceof z.ZodError ? 400 : (error.statusCode ?? 500);
-    if (status >= 500) request.log.error({ err: error, url: request.url }, 'dashboard request failed');
-    const text = status >= 500 ? 'Something went wrong; the details are in the log.' : error instanceof z.ZodError ? 'The request is malformed.' : error.message;
-    return sendPage(ctx, request, reply, { title: status >= 500 ? 'Error' : 'Bad request', body: html`<p>${text}</p>` }, status);
+    // The dashboard's own fault: logged, and its details kept off the page.
+    const fault = isServerErrorStatus(status);
+    if (fault) request.log.error({ err: error, url: request.url }, 'dashboard request failed');
+    const text = fault ? 'Something went wrong; the details are in the log.' : error instanceof z.ZodError ? 'The request is malformed.' : error.message;
+    return sendPage(ctx, request, reply, { title: fault ? 'Error' : 'Bad request', body: html`<p>${text}</p>` }, status);
   });
 
   app.get('/assets/dashboard.css', async (_request, reply) => reply.type('text/css; charset=utf-8').send(DASHBOARD_CSS));
@@ -165,6 +170,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   app.get('/metrics', async (_request, reply) => reply.type(scrape.contentType).send(await scrape.metrics()));
 
   importRoutes(app, ctx);
+  historyRoutes(app, ctx);
   pageRoutes(app, ctx);
   await registerBullBoard(app, runtime);
 

@@ -63,7 +63,7 @@ class CountedApi implements ApiClient {
     } catch (error) {
       if (error instanceof ApiError) {
         this.counted(kind);
-        if (error.status === 429) this.figures.rateLimited++;
+        if (error.code === 'API_RATE_LIMITED') this.figures.rateLimited++;
       }
       throw error;
     }
