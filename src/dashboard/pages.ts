@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { contentTypeOf, exportPath, listExports, listSchedules } from './exports.js';
 import type { IndexReport } from '../customers/report.js';
 import { queueHealth, QUEUE_STATES } from './health.js';
+import { FAILED_RETENTION_SECONDS } from '../queue/queues.js';
 import { html, type Html } from './html.js';
 import { noticeOf, sendPage, type DashboardContext } from './context.js';
 
@@ -106,7 +107,14 @@ ${run.manifestFile ? html`<a href="/exports/${run.manifestFile}" download>${run.
 <dt>Requests, recent imports</dt><dd>${health.requests.searches} searches · ${health.requests.reads} reads · ${health.requests.writes} writes <span class="hint">(summed over the ${health.rateLimited.imports} most recent imports)</span></dd>
 </dl>
 <h2>Customer index</h2>
-${indexFacts(health.customerIndex)}`;
+${indexFacts(health.customerIndex)}
+<h2>Retention</h2>
+<dl class="facts" data-retention>
+<dt>Results, row ledgers, counts</dt><dd>${runtime.config.retentionDays} days after an import finishes <span class="hint">(SUBSYNC_RETENTION_DAYS)</span></dd>
+<dt>Audit entries</dt><dd>${runtime.config.retentionDays} days after they are recorded <span class="hint">(SUBSYNC_RETENTION_DAYS; <a href="/audit">Audit</a>)</span></dd>
+<dt>Failed jobs</dt><dd>${FAILED_RETENTION_SECONDS / 86_400} days <span class="hint">(in the queue, for bull-board; the rows' outcomes are in the ledger)</span></dd>
+<dt>Rejected files in failed/</dt><dd>${runtime.config.failedRetentionDays} days <span class="hint">(SUBSYNC_FAILED_RETENTION_DAYS)</span></dd>
+</dl>`;
     return sendPage(ctx, request, reply, { title: 'Queue health', body });
   });
 }
