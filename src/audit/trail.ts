@@ -74,6 +74,8 @@ export interface AuditInput {
 export interface AuditSettings {
   queuePrefix: string;
   retentionDays: number;
+  /** Entries kept at most; default {@link AUDIT_MAX_ENTRIES}. */
+  auditMaxEntries?: number;
 }
 
 export const auditKeys = (prefix: string) => ({
@@ -138,7 +140,7 @@ export async function recordAudit(redis: RedisClient, settings: AuditSettings, i
 export async function trimAudit(redis: RedisClient, settings: AuditSettings, now = Date.now()): Promise<void> {
   const keys = auditKeys(settings.queuePrefix);
   await redis.zremrangebyscore(keys.index, '-inf', `(${now - retentionMs(settings)}`);
-  const excess = (await redis.zcard(keys.index)) - AUDIT_MAX_ENTRIES;
+  const excess = (await redis.zcard(keys.index)) - (settings.auditMaxEntries ?? AUDIT_MAX_ENTRIES);
   if (excess <= 0) return;
   const oldest = await redis.zrange(keys.index, 0, excess - 1);
   if (oldest.length === 0) return;
@@ -149,7 +151,7 @@ export interface AuditPage {
   entries: AuditEntry[];
   /** Entries in the trail (within retention). */
   total: number;
-  /** When the oldest entry shown expires, and the retention in days. */
+  /** How long each entry is kept (SUBSYNC_RETENTION_DAYS). */
   retentionDays: number;
 }
 
@@ -165,10 +167,18 @@ export async function listAudit(redis: RedisClient, settings: AuditSettings, opt
   for (const text of texts) {
     // An entry expired between the two reads is simply gone.
     if (text === null) continue;
-    const parsed = AuditEntrySchema.safeParse(JSON.parse(text));
+    const parsed = AuditEntrySchema.safeParse(parseJson(text));
     if (parsed.success) entries.push(parsed.data);
   }
   return { entries, total, retentionDays: settings.retentionDays };
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
 }
 
 /** When an entry leaves the trail. */

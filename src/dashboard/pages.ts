@@ -7,7 +7,23 @@ import type { IndexReport } from '../customers/report.js';
 import { queueHealth, QUEUE_STATES } from './health.js';
 import { FAILED_RETENTION_SECONDS } from '../queue/queues.js';
 import { html, type Html } from './html.js';
-import { noticeOf, sendPage, type DashboardContext } from './context.js';
+import { actorOf, csrfOf, noticeOf, redirectWithNotice, sendPage, type DashboardContext } from './context.js';
+import { AUDIT_ACTIONS, recordAudit } from '../audit/trail.js';
+import { EXPORT_SCHEDULER_ID, removeSchedule, ScheduleError, scheduleExport } from '../export/schedule.js';
+
+/**
+ * The schedule form: pattern, zone, format, gzip, keep. Never a folder: the
+ * schedule's job writes where its data says, and the dashboard does not
+ * choose places on a worker's disk (the command line's --out does).
+ */
+const ScheduleFormSchema = z.object({
+  action: z.enum(['set', 'remove']),
+  cron: z.string().trim().max(100).optional(),
+  tz: z.string().trim().max(64).optional(),
+  format: z.enum(['csv', 'jsonl']).optional(),
+  gzip: z.string().optional(),
+  keep: z.string().regex(/^\d{0,4}$/).optional(),
+});
 
 const iso = (date: Date | undefined): string => (date === undefined ? '—' : `${date.toISOString().replace('T', ' ').slice(0, 19)} UTC`);
 
@@ -75,8 +91,44 @@ export function pageRoutes(app: FastifyInstance, ctx: DashboardContext): void {
 <table>${Object.entries(run.manifest).map(([key, value]) => html`<tr><th>${key}</th><td class="mono">${manifestValue(value)}</td></tr>`)}</table>
 ${run.manifestFile ? html`<a href="/exports/${run.manifestFile}" download>${run.manifestFile}</a>` : undefined}</details>`}</td>
 </tr>`)}</tbody></table>`;
-    const body = html`<h2>Schedule</h2>${scheduleTable}<h2>Recent exports</h2>${runTable}`;
+    const current = schedules.find((s) => s.key === EXPORT_SCHEDULER_ID);
+    const scheduleForm = html`<details class="schedule-form"><summary>Change the schedule (admin)</summary>
+<form method="post" action="/exports/schedule">
+<input type="hidden" name="_csrf" value="${csrfOf(ctx, request)}">
+<label>Cron pattern <input type="text" name="cron" value="${current?.when ?? '0 2 * * *'}" required></label>
+<label>Time zone <input type="text" name="tz" value="${current?.tz ?? 'UTC'}" required></label>
+<label>Format <select name="format"><option value="csv">csv</option><option value="jsonl">jsonl</option></select></label>
+<label><input type="checkbox" name="gzip" value="1"> gzip</label>
+<label>Keep newest <input type="text" name="keep" inputmode="numeric" size="4" placeholder="all"></label>
+<div class="actions"><button type="submit" name="action" value="set" class="primary">Save schedule</button>${current ? html` <button type="submit" name="action" value="remove">Remove schedule</button>` : undefined}</div>
+</form></details>`;
+    const body = html`<h2>Schedule</h2>${scheduleTable}${scheduleForm}<h2>Recent exports</h2>${runTable}`;
     return sendPage(ctx, request, reply, { title: 'Exports', body, ...noticeOf(request.query) });
+  });
+
+  // A schedule change is an admin's: the route declares it, the server's role hook enforces it.
+  app.post('/exports/schedule', { config: { role: 'admin' } }, async (request, reply) => {
+    const form = ScheduleFormSchema.safeParse(request.body);
+    if (!form.success) return redirectWithNotice(reply, '/exports', 'the schedule form was incomplete: nothing changed', 'error');
+    const { action, cron, tz, format, gzip, keep } = form.data;
+    if (action === 'remove') {
+      const removed = await removeSchedule(runtime.queues.control, EXPORT_SCHEDULER_ID);
+      if (removed) await recordAudit(runtime.redis, runtime.config, { ...actorOf(request), action: AUDIT_ACTIONS.scheduleRemove, target: EXPORT_SCHEDULER_ID });
+      return redirectWithNotice(reply, '/exports', removed ? 'schedule removed (exports already queued still run)' : 'there was no schedule to remove', removed ? 'ok' : 'error');
+    }
+    let saved;
+    try {
+      saved = await scheduleExport(runtime.queues.control, {
+        pattern: cron ?? '',
+        tz: tz || 'UTC',
+        request: { format: format ?? 'csv', gzip: gzip !== undefined, ...(keep ? { keep: Math.max(1, Number(keep)) } : {}) },
+      });
+    } catch (error) {
+      if (!(error instanceof ScheduleError)) throw error;
+      return redirectWithNotice(reply, '/exports', error.message, 'error');
+    }
+    await recordAudit(runtime.redis, runtime.config, { ...actorOf(request), action: AUDIT_ACTIONS.scheduleSet, target: saved.id, details: { pattern: saved.pattern, tz: saved.tz, ...saved.request } });
+    return redirectWithNotice(reply, '/exports', `schedule saved: "${saved.pattern}" ${saved.tz}, next ${iso(saved.next === undefined ? undefined : new Date(saved.next))}`);
   });
 
   app.get('/exports/:name', async (request, reply) => {
