@@ -194,7 +194,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
 
   /** 403 for a role that may not: a page for a browser, a line of text for a script. */
   function forbidden(request: FastifyRequest, reply: FastifyReply, name: string, role: Role, needs: Role): FastifyReply {
-    const text = `${name} is a ${role}: this needs the ${needs} role, so nothing was changed (roles: SUBSYNC_DASHBOARD_TOKENS)`;
+    const text = `${name} has the ${role} role, and this needs ${needs}: nothing was changed (roles: SUBSYNC_DASHBOARD_TOKENS)`;
     request.log.info({ user: name, role, needs, method: request.method, url: request.url }, 'dashboard request refused for its role');
     if (!(request.headers.accept ?? '').includes('text/html')) return reply.code(403).type('text/plain').send(`${text}\n`);
     return sendPage(ctx, request, reply, { title: 'Not allowed', body: html`<p class="notice error" data-refused>${text}.</p><p><a href="/">Imports</a></p>` }, 403);
