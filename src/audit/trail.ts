@@ -28,7 +28,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import type { RedisClient } from '../queue/redis.js';
+import type { RedisClient } from '../redis/redis.js';
 import { PASSWORD_MASK, scrubSecrets, type KnownSecrets } from '../secrets.js';
 
 /** Entries kept at most, whatever their age: the oldest are dropped first. */

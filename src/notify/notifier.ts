@@ -14,7 +14,6 @@ import { UnrecoverableError, type Job, type Queue } from 'bullmq';
 import type { Logger } from 'pino';
 import { fetch } from 'undici';
 import { z } from 'zod';
-import { errorGroups } from '../import/errorGroups.js';
 import { ROW_STATUSES } from '../outcomes.js';
 import type { ImportStore } from '../store/importStore.js';
 import { scrubSecrets } from '../secrets.js';
@@ -96,11 +95,20 @@ export interface WebhookTarget {
   policy?: Partial<DeliveryPolicy>;
 }
 
+/** A failure group as an import's notification names it. */
+export interface FailureGroup {
+  code: string;
+  reason: string;
+  count: number;
+}
+
 /** What the delivery job reads. */
 export interface DeliveryDeps {
   store: ImportStore;
   logger: Logger;
   webhook?: WebhookTarget;
+  /** An import's failure groups, largest first (src/import/errorGroups.ts, handed in by the worker that delivers). */
+  failureGroups?: (importId: string) => Promise<FailureGroup[]>;
 }
 
 /** The control handler of {@link NOTIFY_JOB}. */
@@ -111,7 +119,7 @@ export async function deliverNotification(job: Job, deps: DeliveryDeps): Promise
   if (!deps.webhook) throw new UnrecoverableError(`notification ${data.id}: this worker has no SUBSYNC_WEBHOOK_URL`);
   let body = data.body;
   if (body === undefined) {
-    body = JSON.stringify(await buildBody(data, deps.store, deps.webhook.dashboardUrl));
+    body = JSON.stringify(await buildBody(data, deps.store, deps.webhook.dashboardUrl, deps.failureGroups));
     // Kept in the job: a retry sends the same bytes, with the same signature.
     await job.updateData({ ...data, body });
   }
@@ -170,7 +178,12 @@ const slack = (text: string): string => text.replace(/&/g, '&amp;').replace(/</g
  * the digit-run rule would mangle a 13-digit time in an export id, and a
  * receiver dedupes and links on them.
  */
-export async function buildBody(data: NotifyJobData, store: ImportStore, dashboardUrl: string | undefined): Promise<NotificationBody> {
+export async function buildBody(
+  data: NotifyJobData,
+  store: ImportStore,
+  dashboardUrl: string | undefined,
+  failureGroups: (importId: string) => Promise<FailureGroup[]> = async () => [],
+): Promise<NotificationBody> {
   const { event } = data;
   const base = { id: data.id, event: event.event, at: data.at };
   const clean = (text: string | undefined): string | undefined => (text === undefined ? undefined : scrubSecrets(text));
@@ -196,7 +209,7 @@ export async function buildBody(data: NotifyJobData, store: ImportStore, dashboa
   const [record, counts] = await Promise.all([store.getImport(event.importId), store.counts(event.importId)]);
   const byStatus = Object.fromEntries(ROW_STATUSES.filter((s) => counts.byStatus[s] > 0).map((s) => [s, counts.byStatus[s]]));
   const problems = ['invalid', 'failed', 'needs-review'].reduce((n, s) => n + (byStatus[s] ?? 0), 0);
-  const groups = problems > 0 && record ? (await errorGroups(store, event.importId)).groups.slice(0, FAILURE_GROUPS_SENT) : [];
+  const groups = problems > 0 && record ? (await failureGroups(event.importId)).slice(0, FAILURE_GROUPS_SENT) : [];
   const state = event.event === 'import.finished' ? (problems > 0 ? 'finished with failures' : 'finished') : event.event === 'import.paused' ? 'paused' : 'cancelled';
   const links: Record<string, string> = dashboardUrl ? { import: `${dashboardUrl}/imports/${encodeURIComponent(event.importId)}` } : {};
   const file = clean(record?.file);

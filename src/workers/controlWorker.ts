@@ -1,15 +1,16 @@
 import { Worker, type Job } from 'bullmq';
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from '../redis/redis.js';
 import type { Logger } from 'pino';
 import type { ApiClient } from '../api/client.js';
-import type { ApiBudget } from './budget.js';
+import type { ApiBudget } from '../redis/budget.js';
 import { EXPORT_JOB, runExportJob } from '../export/job.js';
+import { errorGroups } from '../import/errorGroups.js';
 import { finalizeImport } from '../import/finalize.js';
 import type { ImportStore } from '../store/importStore.js';
 import type { CustomerIndex } from '../customers/customerIndex.js';
 import type { FailureLog } from '../failureLog.js';
 import { deliverNotification, NOTIFY_JOB, type Notifier, type WebhookTarget } from '../notify/notifier.js';
-import { CONTROL_QUEUE, FINALIZE_JOB, FinalizeJobDataSchema, type Queues } from './queues.js';
+import { CONTROL_QUEUE, FINALIZE_JOB, FinalizeJobDataSchema, type Queues } from '../queue/queues.js';
 
 /** What a control job handler may use. */
 export interface ControlDeps {
@@ -60,7 +61,7 @@ const finalize: ControlHandler = async (job, deps) => {
 export const CONTROL_HANDLERS: Readonly<Record<string, ControlHandler>> = {
   [FINALIZE_JOB]: finalize,
   [EXPORT_JOB]: runExportJob,
-  [NOTIFY_JOB]: deliverNotification,
+  [NOTIFY_JOB]: (job, deps) => deliverNotification(job, { ...deps, failureGroups: async (importId) => (await errorGroups(deps.store, importId)).groups }),
 };
 
 /** Runs file-level jobs: writing an import's results once it settles, exports. */
