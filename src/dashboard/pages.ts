@@ -70,6 +70,22 @@ function indexFacts(index: IndexReport): Html {
 </dl>`;
 }
 
+/** Where lifecycle events go: the webhook's origin only (its path may be a credential, as a Slack hook's is). */
+function webhookFacts(config: { webhookUrl?: string; webhookSecret?: string; dashboardUrl?: string }): Html {
+  if (config.webhookUrl === undefined) return html`<p class="muted" data-webhook>None: SUBSYNC_WEBHOOK_URL is not set.</p>`;
+  let origin = '(unreadable URL)';
+  try {
+    origin = new URL(config.webhookUrl).origin;
+  } catch {
+    // Validated at start; kept as unreadable rather than shown.
+  }
+  return html`<dl class="facts" data-webhook>
+<dt>Webhook</dt><dd>${origin}/… <span class="hint">(SUBSYNC_WEBHOOK_URL; import.finished, import.paused, import.cancelled, export.finished, export.failed)</span></dd>
+<dt>Signed</dt><dd>${config.webhookSecret === undefined ? 'no: SUBSYNC_WEBHOOK_SECRET is not set' : 'yes, X-Subsync-Signature (HMAC-SHA256)'}</dd>
+<dt>Links to</dt><dd>${config.dashboardUrl ?? 'none: SUBSYNC_DASHBOARD_URL is not set'}</dd>
+</dl>`;
+}
+
 export function pageRoutes(app: FastifyInstance, ctx: DashboardContext): void {
   const { runtime } = ctx;
 
@@ -166,7 +182,9 @@ ${indexFacts(health.customerIndex)}
 <dt>Audit entries</dt><dd>${runtime.config.retentionDays} days after they are recorded <span class="hint">(SUBSYNC_RETENTION_DAYS; <a href="/audit">Audit</a>)</span></dd>
 <dt>Failed jobs</dt><dd>${FAILED_RETENTION_SECONDS / 86_400} days <span class="hint">(in the queue, for bull-board; the rows' outcomes are in the ledger)</span></dd>
 <dt>Rejected files in failed/</dt><dd>${runtime.config.failedRetentionDays} days <span class="hint">(SUBSYNC_FAILED_RETENTION_DAYS)</span></dd>
-</dl>`;
+</dl>
+<h2>Notifications</h2>
+${webhookFacts(runtime.config)}`;
     return sendPage(ctx, request, reply, { title: 'Queue health', body });
   });
 }
