@@ -34,7 +34,7 @@ export interface DeliveryPolicy {
   retryStatuses: readonly number[];
 }
 
-/** Defaults: 12 attempts, 5 s doubling (about 5.7 hours in all), 10 s to answer. */
+/** Defaults: 12 attempts, 5 s doubling (about 2.8 hours of waiting in all), 10 s to answer. */
 export const WEBHOOK_DELIVERY: DeliveryPolicy = { attempts: 12, backoffMs: 5_000, timeoutMs: 10_000, retryStatuses: [408, 425, 429] };
 
 /** Largest failure groups named in an import's notification. */
