@@ -108,6 +108,22 @@ describe('webhook notifications', () => {
     expect(request.body).not.toMatch(/\d{12,}/);
   });
 
+  it('names failing rows of a customers file with passwords without any password', { timeout: 60_000 }, async () => {
+    receiver = await startReceiver();
+    pipeline = await startPipeline({ config: { webhookUrl: receiver.url, webhookSecret: SECRET } });
+    const passwords = ['Hunter2-Secret!', 'Corr3ct-Horse-Battery', 'Tr0ub4dor&3x'];
+    const file = await pipeline.file(
+      'updates.csv',
+      ['CustomerID,EmailAddress,Password', `999991,a@example.com,${passwords[0]}`, `999992,b@example.com,${passwords[1]}`, `999993,not-an-email,${passwords[2]}`].join('\n'),
+    );
+    const status = await importAndFinish(pipeline, file);
+    expect(status.counts).toMatchObject({ failed: 2, invalid: 1 });
+    const request = await until(async () => receiver?.received[0], 'the notification');
+    const body = BodySchema.parse(JSON.parse(request.body));
+    expect(body.failures?.length).toBe(2);
+    for (const password of passwords) expect(request.body).not.toContain(password);
+  });
+
   it('retries a delivery the receiver answered 500, with the same id, body and a valid signature', { timeout: 60_000 }, async () => {
     receiver = await startReceiver([500, 503]);
     pipeline = await startPipeline({ config: { webhookUrl: receiver.url, webhookSecret: SECRET } });
