@@ -9,7 +9,7 @@ import { FAILED_RETENTION_SECONDS } from '../queue/queues.js';
 import { html, type Html } from './html.js';
 import { actorOf, csrfOf, noticeOf, redirectWithNotice, sendPage, type DashboardContext } from './context.js';
 import { AUDIT_ACTIONS, recordAudit } from '../audit/trail.js';
-import { EXPORT_SCHEDULER_ID, removeSchedule, ScheduleError, scheduleExport } from '../export/schedule.js';
+import { EXPORT_SCHEDULER_ID, listSchedules as exportSchedules, removeSchedule, ScheduleError, scheduleExport } from '../export/schedule.js';
 
 /**
  * The schedule form: pattern, zone, format, gzip, keep. Never a folder: the
@@ -107,15 +107,17 @@ export function pageRoutes(app: FastifyInstance, ctx: DashboardContext): void {
 <table>${Object.entries(run.manifest).map(([key, value]) => html`<tr><th>${key}</th><td class="mono">${manifestValue(value)}</td></tr>`)}</table>
 ${run.manifestFile ? html`<a href="/exports/${run.manifestFile}" download>${run.manifestFile}</a>` : undefined}</details>`}</td>
 </tr>`)}</tbody></table>`;
-    const current = schedules.find((s) => s.key === EXPORT_SCHEDULER_ID);
+    const current = (await exportSchedules(runtime.queues.control)).find((s) => s.id === EXPORT_SCHEDULER_ID);
+    const format = current?.request.format ?? 'csv';
     const scheduleForm = html`<details class="schedule-form"><summary>Change the schedule (admin)</summary>
 <form method="post" action="/exports/schedule">
 <input type="hidden" name="_csrf" value="${csrfOf(ctx, request)}">
-<label>Cron pattern <input type="text" name="cron" value="${current?.when ?? '0 2 * * *'}" required></label>
+<label>Cron pattern <input type="text" name="cron" value="${current?.pattern ?? '0 2 * * *'}" required></label>
 <label>Time zone <input type="text" name="tz" value="${current?.tz ?? 'UTC'}" required></label>
-<label>Format <select name="format"><option value="csv">csv</option><option value="jsonl">jsonl</option></select></label>
-<label><input type="checkbox" name="gzip" value="1"> gzip</label>
-<label>Keep newest <input type="text" name="keep" inputmode="numeric" size="4" placeholder="all"></label>
+<label>Format <select name="format">${(['csv', 'jsonl'] as const).map((f) => html`<option value="${f}"${f === format ? html` selected` : undefined}>${f}</option>`)}</select></label>
+<label><input type="checkbox" name="gzip" value="1"${current?.request.gzip ? html` checked` : undefined}> gzip</label>
+<label>Keep newest <input type="text" name="keep" inputmode="numeric" size="4" placeholder="all" value="${current?.request.keep ?? ''}"></label>
+${current?.request.outDir ? html`<p class="hint">Saving here writes to the data dir's exports folder: the schedule's own folder (${current.request.outDir}, set by the command line) is not kept.</p>` : undefined}
 <div class="actions"><button type="submit" name="action" value="set" class="primary">Save schedule</button>${current ? html` <button type="submit" name="action" value="remove">Remove schedule</button>` : undefined}</div>
 </form></details>`;
     const body = html`<h2>Schedule</h2>${scheduleTable}${scheduleForm}<h2>Recent exports</h2>${runTable}`;

@@ -24,6 +24,7 @@ if (!RUN) process.stderr.write(`skipping the roles browser test: ${CHROMIUM_HINT
 
 const VIEWER = 'viewer-token-0123456789';
 const OPERATOR = 'operator-token-0123456789';
+const ADMIN = 'admin-token-0123456789abc';
 
 let browser: Browser | undefined;
 let pipeline: Pipeline | undefined;
@@ -63,6 +64,7 @@ describe.runIf(RUN)('roles and the audit trail in a browser', () => {
       tokens: [
         { name: 'vera', role: 'viewer', token: VIEWER },
         { name: 'otto', role: 'operator', token: OPERATOR },
+        { name: 'ada', role: 'admin', token: ADMIN },
       ],
     });
     pipeline.runtime.adopt(() => dashboard.close());
@@ -133,6 +135,29 @@ describe.runIf(RUN)('roles and the audit trail in a browser', () => {
       await shot(page, '33-queue-health-retention');
     } finally {
       await operator.context.close();
+    }
+
+    // An admin sets the export schedule from the exports page; it is in the trail too.
+    const admin = await loggedIn(dashboard, ADMIN);
+    try {
+      const { page } = admin;
+      await page.goto(`${dashboard.url}/exports`);
+      await page.locator('details.schedule-form summary').click();
+      await page.fill('input[name="cron"]', '30 1 * * *');
+      await page.fill('input[name="tz"]', 'Europe/Paris');
+      await page.selectOption('select[name="format"]', 'jsonl');
+      await page.click('button[value="set"]');
+      await page.waitForURL(new RegExp('/exports\\?notice='));
+      expect(await page.locator('.notice.ok').textContent()).toContain('schedule saved: "30 1 * * *" Europe/Paris');
+      expect(await page.locator('main table').first().textContent()).toContain('30 1 * * *');
+      await page.locator('details.schedule-form summary').click();
+      await shot(page, '34-exports-schedule-admin');
+      await page.goto(`${dashboard.url}/audit`);
+      const set = page.locator('tr[data-action="schedule.set"]');
+      expect(await set.textContent()).toContain('dashboard:ada');
+      expect(await set.textContent()).toContain('pattern: 30 1 * * *');
+    } finally {
+      await admin.context.close();
     }
   });
 });
