@@ -29,7 +29,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type
 import { z } from 'zod';
 import type { Runtime } from '../runtime.js';
 import { DASHBOARD_CSS, DASHBOARD_JS } from './assets.js';
-import { allowedHosts, createAuth, hostAllowed, requiredRole, requireTokenOffLoopback, roleAllows, safeNext, sameOrigin, SESSION_COOKIE, type DashboardAuth, type NamedToken, type Role, ANONYMOUS_USER } from './auth.js';
+import { allowedHosts, ANONYMOUS_USER, createAuth, hostAllowed, requiredRole, requireTokenOffLoopback, roleAllows, safeNext, sameOrigin, SESSION_COOKIE, type DashboardAuth, type NamedToken, type Role } from './auth.js';
 import { auditRoutes } from './audit.js';
 import { PAGE_CSP, sendPage, type DashboardContext, type Session } from './context.js';
 import { html, page } from './html.js';
@@ -141,7 +141,8 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     if (request.dashboardSession?.nonce !== undefined || !auth.required) return reply.redirect(safeNext(query(request).next), 303);
     return sendLogin(reply, safeNext(query(request).next), undefined, 200);
   });
-  app.post('/login', async (request, reply) => {
+  // Anyone may log in (as another user too): no role needed beyond being here.
+  app.post('/login', { config: { role: 'viewer' } }, async (request, reply) => {
     const form = LoginFormSchema.safeParse(request.body);
     const next = safeNext(form.success ? form.data.next : undefined);
     if (!auth.required) return reply.redirect(next, 303);

@@ -80,7 +80,8 @@ describe('dashboard roles', () => {
     expect((await pipeline.runtime.store.getRow(id, 2))?.s).toBe('invalid');
     expect(await listSchedules(pipeline.runtime.queues.control)).toEqual([]);
     expect((await listAudit(pipeline.runtime.redis, pipeline.runtime.config, { limit: 10 })).total).toBe(0);
-    // Logging out is for everyone.
+    // Logging in (as someone else) and out is for everyone.
+    expect((await as(dashboard, VIEWER, 'POST', '/login', { token: OPERATOR, next: '/' })).status).toBe(303);
     expect((await as(dashboard, VIEWER, 'POST', '/logout', {})).status).toBe(303);
   });
 
