@@ -82,7 +82,7 @@ describe.runIf(RUN)('roles and the audit trail in a browser', () => {
       expect(await page.locator('h1').textContent()).toBe('Not allowed');
       expect(await page.locator('[data-refused]').textContent()).toContain('vera has the viewer role, and this needs operator: nothing was changed');
       await shot(page, '30-viewer-refused');
-      expect((await pipeline.runtime.store.getRow(id, 1))?.s).toBe('failed');
+      expect((await pipeline.runtime.store.getRow(id, 1))?.status).toBe('failed');
     } finally {
       await viewer.context.close();
     }

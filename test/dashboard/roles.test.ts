@@ -76,8 +76,8 @@ describe('dashboard roles', () => {
     expect(html.text).toContain('<p class="notice error" data-refused>vera has the viewer role, and this needs operator');
 
     // Nothing changed: the rows are as they were, no schedule, nothing in the audit trail.
-    expect((await pipeline.runtime.store.getRow(id, 1))?.s).toBe('failed');
-    expect((await pipeline.runtime.store.getRow(id, 2))?.s).toBe('invalid');
+    expect((await pipeline.runtime.store.getRow(id, 1))?.status).toBe('failed');
+    expect((await pipeline.runtime.store.getRow(id, 2))?.status).toBe('invalid');
     expect(await listSchedules(pipeline.runtime.queues.control)).toEqual([]);
     expect((await listAudit(pipeline.runtime.redis, pipeline.runtime.config, { limit: 10 })).total).toBe(0);
     // Logging in (as someone else) and out is for everyone.
