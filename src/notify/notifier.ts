@@ -16,13 +16,15 @@ import { fetch } from 'undici';
 import { z } from 'zod';
 import { ROW_STATUSES } from '../outcomes.js';
 import type { ImportStore } from '../store/importStore.js';
+import { SubsyncError } from '../errors.js';
+import { WEBHOOK_DELIVERY, webhookAnswer } from '../policy.js';
 import { scrubSecrets } from '../secrets.js';
 import { eventIdOf, isExportEvent, NotifyEventSchema, signatureOf, type NotificationBody, type NotifyEvent } from './events.js';
 
 /** The control job that delivers one notification. */
 export const NOTIFY_JOB = 'notify.webhook';
 
-/** How a notification is delivered; tests shorten the backoff. */
+/** How a notification is delivered (defaults: src/policy.ts WEBHOOK_DELIVERY); tests shorten the backoff. */
 export interface DeliveryPolicy {
   /** Attempts in all, the first included. */
   attempts: number;
@@ -33,9 +35,6 @@ export interface DeliveryPolicy {
   /** Statuses worth another attempt besides 5xx: the receiver may take it later. */
   retryStatuses: readonly number[];
 }
-
-/** Defaults: 12 attempts, 5 s doubling (about 2.8 hours of waiting in all), 10 s to answer. */
-export const WEBHOOK_DELIVERY: DeliveryPolicy = { attempts: 12, backoffMs: 5_000, timeoutMs: 10_000, retryStatuses: [408, 425, 429] };
 
 /** Largest failure groups named in an import's notification. */
 const FAILURE_GROUPS_SENT = 5;
@@ -84,6 +83,19 @@ export function createNotifier(input: { control: Queue; enabled: boolean; logger
       }
     },
   };
+}
+
+/** A delivery that did not go through: the job is retried (a refusal retrying cannot change is an UnrecoverableError instead). */
+export class WebhookError extends SubsyncError {
+  readonly code: 'WEBHOOK_UNANSWERED' | 'WEBHOOK_REFUSED';
+  /** The status answered, for WEBHOOK_REFUSED. */
+  readonly status: number | undefined;
+
+  constructor(code: 'WEBHOOK_UNANSWERED' | 'WEBHOOK_REFUSED', message: string, status?: number) {
+    super(message);
+    this.code = code;
+    this.status = status;
+  }
 }
 
 /** Where notifications go (SUBSYNC_WEBHOOK_URL, SUBSYNC_WEBHOOK_SECRET) and what their links point at. */
@@ -145,15 +157,16 @@ export async function postNotification(target: WebhookTarget, id: string, event:
   } catch (error) {
     // The URL may hold a credential (a Slack hook's path): only its origin is logged.
     logger.warn({ id, event, to: originOf(target.url), err: error }, 'notification not delivered; it is retried');
-    throw new Error(`notification ${id}: the webhook did not answer`);
+    throw new WebhookError('WEBHOOK_UNANSWERED', `notification ${id}: the webhook did not answer`);
   }
-  if (status >= 200 && status < 300) {
+  const answer = webhookAnswer(status, policy.retryStatuses);
+  if (answer === 'delivered') {
     logger.info({ id, event, to: originOf(target.url), status }, 'notification delivered');
     return `delivered ${status}`;
   }
-  if (status >= 500 || policy.retryStatuses.includes(status)) {
+  if (answer === 'retry') {
     logger.warn({ id, event, to: originOf(target.url), status }, 'notification refused for now; it is retried');
-    throw new Error(`notification ${id}: the webhook answered ${status}`);
+    throw new WebhookError('WEBHOOK_REFUSED', `notification ${id}: the webhook answered ${status}`, status);
   }
   logger.error({ id, event, to: originOf(target.url), status }, 'notification refused; not retried');
   throw new UnrecoverableError(`notification ${id}: the webhook answered ${status}, which retrying would not change`);

@@ -10,6 +10,7 @@ import { enqueueExport } from '../../src/export/job.js';
 import { eventIdOf } from '../../src/notify/events.js';
 import { createNotifier, NOTIFY_JOB, postNotification } from '../../src/notify/notifier.js';
 import { createLogger } from '../../src/log.js';
+import { webhookAnswer } from '../../src/policy.js';
 import { importAndFinish } from '../support/imports.js';
 import { startPipeline, until, type Pipeline } from '../support/pipeline.js';
 import { startReceiver, type Received, type Receiver } from './receiver.js';
@@ -212,5 +213,11 @@ describe('webhook notifications', () => {
     } finally {
       await next.close();
     }
+  });
+
+  it('reads an answer by the delivery policy: 2xx delivered, 5xx and "later" statuses retried, anything else refused', () => {
+    expect([200, 204, 299].map((s) => webhookAnswer(s))).toEqual(['delivered', 'delivered', 'delivered']);
+    expect([500, 503, 599, 408, 425, 429].map((s) => webhookAnswer(s))).toEqual(Array(6).fill('retry'));
+    expect([301, 302, 400, 401, 404, 410, 422].map((s) => webhookAnswer(s))).toEqual(Array(7).fill('refused'));
   });
 });
