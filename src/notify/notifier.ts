@@ -8,7 +8,7 @@
  * groups, read then; scrubbed of card data), keeps it in the job, signs it
  * and POSTs it. A failed POST is retried with exponential backoff
  * ({@link WEBHOOK_DELIVERY}); an answer that retrying cannot change (a 4xx
- * other than 408 and 429, a redirect) ends it, logged.
+ * other than 408, 425 and 429, a redirect) ends it, logged.
  */
 import { UnrecoverableError, type Job, type Queue } from 'bullmq';
 import type { Logger } from 'pino';
