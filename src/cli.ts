@@ -10,6 +10,7 @@ import { Command } from 'commander';
 import { z } from 'zod';
 import { CONFIG_VARIABLES } from './config.js';
 import { packageRoot } from './paths.js';
+import { register as registerAudit } from './cli/audit.js';
 import { register as registerDashboard } from './cli/dashboard.js';
 import { register as registerDemo } from './cli/demo.js';
 import { register as registerErrors } from './cli/errors.js';
@@ -70,6 +71,7 @@ function buildProgram(): Command {
   registerIndex(program);
   registerErrors(program);
   registerRetry(program);
+  registerAudit(program);
   registerDashboard(program);
   registerExport(program);
   registerSchedule(program);

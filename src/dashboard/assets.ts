@@ -62,6 +62,11 @@ header { display: flex; justify-content: space-between; align-items: center; pad
 header a { color: #cfe3ff; margin-left: 1rem; text-decoration: none; }
 header a:hover { text-decoration: underline; }
 header form.logout { margin: 0; }
+ul.details { margin: 0; padding-left: 1.1rem; }
+details.schedule-form { margin: .8rem 0; }
+details.schedule-form form { margin-top: .6rem; }
+details.schedule-form label { display: inline-block; margin: 0 1.2rem .6rem 0; }
+header .who { margin-left: auto; margin-right: 1rem; color: #cfe3ff; font-size: .9em; }
 main { padding: 1rem 1.2rem 3rem; max-width: 1400px; }
 h1 { font-size: 1.4rem; margin: .4rem 0 1rem; }
 h2 { font-size: 1.1rem; margin: 1.6rem 0 .6rem; }

@@ -50,6 +50,7 @@ const NAV: ReadonlyArray<{ href: string; label: string }> = [
   { href: '/history', label: 'History' },
   { href: '/exports', label: 'Exports' },
   { href: '/queue-health', label: 'Queue health' },
+  { href: '/audit', label: 'Audit' },
   { href: '/queues', label: 'Jobs (bull-board)' },
   { href: '/metrics', label: 'Metrics' },
 ];
@@ -61,6 +62,8 @@ export interface PageOptions {
   csrf?: string;
   /** Show the log-out button (a token is configured). */
   loggedIn?: boolean;
+  /** Who is looking, shown in the header: `alice (operator)`. */
+  user?: string;
   /** A message shown above the body (the outcome of the last action). */
   notice?: string;
   noticeKind?: 'ok' | 'error';
@@ -85,7 +88,7 @@ export function page(options: PageOptions): string {
 <script src="/assets/dashboard.js" defer></script>
 </head>
 <body>
-<header><nav><strong>subsync</strong>${NAV.map((item) => html` <a href="${item.href}">${item.label}</a>`)}</nav>${search}${logout}</header>
+<header><nav><strong>subsync</strong>${NAV.map((item) => html` <a href="${item.href}">${item.label}</a>`)}</nav>${search}${options.user ? html`<span class="who" data-user>${options.user}</span>` : undefined}${logout}</header>
 <main>
 <h1>${options.title}</h1>
 ${options.notice ? html`<p class="notice ${options.noticeKind ?? 'ok'}" role="status">${options.notice}</p>` : undefined}
