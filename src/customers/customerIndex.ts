@@ -351,6 +351,13 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
     /** The same, by the keys' digests. */
     async lookupDigests(current: IndexMeta, kind: KeyKind, digests: readonly Buffer[]): Promise<string[][]> {
       if (digests.length === 0) return [];
+      if (digests.length === 1) {
+        // A create's own lookup: one command, which joins the connection's auto-pipeline (an explicit
+        // pipeline is a socket write of its own, once per row).
+        const [digest] = digests as [Buffer];
+        const value = await redis.hgetBuffer(bucketKey(current.gen, current.buckets, kind, digest), digest);
+        return [value === null ? [] : value.toString('latin1').split(',')];
+      }
       const pipeline = redis.pipeline();
       for (const digest of digests) pipeline.hgetBuffer(bucketKey(current.gen, current.buckets, kind, digest), digest);
       const replies = (await pipeline.exec()) ?? [];
