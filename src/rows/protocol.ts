@@ -16,7 +16,7 @@ import type { BackoffBounds } from '../backoff.js';
 import { planOf } from '../store/plan.js';
 import { NO_FIGURES, type ImportRecord, type ImportStore, type RunFigures } from '../store/importStore.js';
 import { isSettled, outcomeOf, withOutcome, type LedgerEntry } from '../store/ledger.js';
-import { coalesce, slottedApi, Slots } from './coalesce.js';
+import { coalesce, GATHER_MS, slottedApi, Slots } from './coalesce.js';
 import { decide, mayHaveAppliedNote, notFoundNote, provenNotApplied, reasonOf, type Decision } from '../api/decision.js';
 import { countedApi, noCalls, type CallFigures } from './figures.js';
 import { RowUnrunnableError, type BatchInput, type BatchPort, type BatchResult, type RowJobInput, type RowJobPort, type RowJobResult } from './interfaces.js';
@@ -136,7 +136,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     return known;
   };
 
-  const writeUnsettled = coalesce<{ row: number; entry: LedgerEntry }, boolean>((importId, rows) => store.updateUnsettledRows(importId, rows));
+  const writeUnsettled = coalesce<{ row: number; entry: LedgerEntry }, boolean>((importId, rows) => store.updateUnsettledRows(importId, rows), GATHER_MS);
   const settleRow = coalesce<{ row: number; entry: LedgerEntry; figures: RunFigures; kind: ImportKind }, boolean>(async (importId, rows) => {
     const figures: RunFigures = { ...NO_FIGURES };
     for (const r of rows) addTo(figures, r.figures);
@@ -153,7 +153,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     for (const { kind, status, count } of tally.values()) observeRowSettled(kind, status, count);
     if (result.complete) await options.onComplete(importId, result.round);
     return result.applied;
-  });
+  }, GATHER_MS);
 
   /**
    * A failed attempt that will be retried: with a failure log, one line per
