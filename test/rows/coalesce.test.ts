@@ -21,6 +21,20 @@ describe('coalesce', () => {
     expect(flushes).toHaveLength(3);
   });
 
+  it('with a window, gathers the calls of that many ms, across turns, into one flush', async () => {
+    const flushes: number[][] = [];
+    const echo = coalesce<number, number>(async (_key, items) => {
+      flushes.push([...items]);
+      return items;
+    }, 50);
+    const first = echo('a', 1);
+    // A later turn, well inside the window.
+    await new Promise((resolve) => setImmediate(resolve));
+    const second = echo('a', 2);
+    expect(await Promise.all([first, second])).toEqual([1, 2]);
+    expect(flushes).toEqual([[1, 2]]);
+  });
+
   it('fails every call of a flush that fails or answers the wrong number of results', async () => {
     const failing = coalesce<number, number>(async () => {
       throw new Error('redis down');
