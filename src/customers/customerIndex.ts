@@ -27,7 +27,7 @@ import type { RedisClient } from '../redis/redis.js';
 import { luaScript } from '../redis/script.js';
 import type { Customer } from '../api/schemas/index.js';
 import { digestOf, fieldKey, identityKey } from './identity.js';
-import { coalesce, GATHER_MS } from '../redis/coalesce.js';
+import { coalesce } from '../redis/coalesce.js';
 
 /** What kind of key an index lookup is for: `i`dentity, or a field's value. */
 export type KeyKind = 'i' | string;
@@ -211,7 +211,7 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
     const reply = await claimScript.run(redis, [claimsKey], args);
     if (!Array.isArray(reply) || reply.length !== claims.length) throw new Error(`unexpected reply from the claim script: ${String(reply)}`);
     return reply.map((holder) => (Buffer.isBuffer(holder) ? holder.toString() : String(holder)));
-  }, GATHER_MS);
+  });
   // So do the index writes of creates answered in the same turn, with their claims' release.
   const created = coalesce<{ customer: Customer; key: string; claimant: string }, void>(async (_key, rows) => {
     const current = await meta();
@@ -229,7 +229,7 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
     }
     await createdScript.run(redis, keys, [...releases, ...adds]);
     return rows.map(() => undefined);
-  }, GATHER_MS);
+  });
 
   async function readMeta(): Promise<IndexMeta | undefined> {
     const hash = await redis.hgetall(metaKey);

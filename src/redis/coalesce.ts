@@ -5,12 +5,12 @@
  * script call instead of one each; so do the duplicate guard's claims.
  *
  * `flush(key, items)` answers one result per item, in order; a failed flush
- * fails every call it gathered. With `windowMs`, the calls of that many ms
- * are gathered (from the first), not only those of one turn: each call
- * waits that much longer, and a busy process makes fewer, fuller calls, each
- * one socket write to Redis fewer.
+ * fails every call it gathered. When `window()` answers some ms as a
+ * gathering starts, the calls of that many ms are gathered, not only those
+ * of one turn: each call waits that much longer, and a busy process makes
+ * fewer, fuller calls, each one socket write to Redis fewer.
  */
-export function coalesce<T, R>(flush: (key: string, items: T[]) => Promise<R[]>, windowMs = 0): (key: string, item: T) => Promise<R> {
+export function coalesce<T, R>(flush: (key: string, items: T[]) => Promise<R[]>, window: () => number = () => 0): (key: string, item: T) => Promise<R> {
   let pending = new Map<string, Array<{ item: T; resolve: (result: R) => void; reject: (error: unknown) => void }>>();
   let scheduled = false;
 
@@ -39,6 +39,7 @@ export function coalesce<T, R>(flush: (key: string, items: T[]) => Promise<R[]>,
       calls.push({ item, resolve, reject });
       if (!scheduled) {
         scheduled = true;
+        const windowMs = window();
         if (windowMs > 0) setTimeout(run, windowMs);
         else setImmediate(run);
       }
@@ -46,12 +47,11 @@ export function coalesce<T, R>(flush: (key: string, items: T[]) => Promise<R[]>,
 }
 
 /**
- * How long the row protocol and the duplicate guard gather their Redis
- * writes (marks, settles, claims, index writes) before sending them: at
- * 20 ms of service latency the rows' answers come in spread out, one or two
- * a turn, and gathering 10 ms of them took about 8% off the worker's CPU per
- * row (354 µs against 385, five runs each of 10,000 creates). A row waits
- * that much longer at each step, outside its request slot; the four rows
- * running per slot cover it.
+ * How long the row protocol gathers its Redis writes (marks, settles) while
+ * rows wait for a request slot: at 20 ms of service latency the rows'
+ * answers come in spread out, one or two a turn, and gathering 10 ms of
+ * them took about 8% off the worker's CPU per row (354 µs against 385, five
+ * runs each of 10,000 creates). While a slot is free a write goes at once:
+ * then a row's wait would be a request not sent.
  */
 export const GATHER_MS = 10;

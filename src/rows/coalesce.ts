@@ -15,12 +15,17 @@ export { coalesce, GATHER_MS } from '../redis/coalesce.js';
  */
 export class Slots {
   private free: number;
-  private readonly waiting: Array<{ go: () => void; near: (() => void) | undefined }> = [];
+  private readonly queue: Array<{ go: () => void; near: (() => void) | undefined }> = [];
   readonly lookahead: number;
 
   constructor(readonly size: number, lookahead = Math.ceil(size / 4)) {
     this.free = size;
     this.lookahead = lookahead;
+  }
+
+  /** Takers waiting for a slot now. */
+  get waiting(): number {
+    return this.queue.length;
   }
 
   async take(whenNear?: () => void): Promise<void> {
@@ -29,13 +34,13 @@ export class Slots {
       return;
     }
     await new Promise<void>((go) => {
-      this.waiting.push({ go, near: whenNear });
-      if (this.waiting.length <= this.lookahead) this.tellNear(this.waiting.length - 1);
+      this.queue.push({ go, near: whenNear });
+      if (this.queue.length <= this.lookahead) this.tellNear(this.queue.length - 1);
     });
   }
 
   give(): void {
-    const next = this.waiting.shift();
+    const next = this.queue.shift();
     if (!next) {
       this.free++;
       return;
@@ -55,7 +60,7 @@ export class Slots {
   }
 
   private tellNear(index: number): void {
-    const waiter = this.waiting[index];
+    const waiter = this.queue[index];
     if (!waiter?.near) return;
     const near = waiter.near;
     waiter.near = undefined;

@@ -123,6 +123,8 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
   const slots = new Slots(options.concurrency);
   const admitted = new Slots(options.concurrency * ADMITTED_PER_SLOT);
   const slotted = slottedApi(api, slots);
+  // Ledger writes are gathered for GATHER_MS only while rows wait for a slot (their wait costs no request).
+  const gather = (): number => (slots.waiting > 0 ? GATHER_MS : 0);
   let closing = false;
   // Import records do not change once enqueued (but for counts, kept elsewhere).
   const imports = new Map<string, Promise<KnownImport | undefined>>();
@@ -136,7 +138,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     return known;
   };
 
-  const writeUnsettled = coalesce<{ row: number; entry: LedgerEntry }, boolean>((importId, rows) => store.updateUnsettledRows(importId, rows), GATHER_MS);
+  const writeUnsettled = coalesce<{ row: number; entry: LedgerEntry }, boolean>((importId, rows) => store.updateUnsettledRows(importId, rows), gather);
   const settleRow = coalesce<{ row: number; entry: LedgerEntry; figures: RunFigures; kind: ImportKind }, boolean>(async (importId, rows) => {
     const figures: RunFigures = { ...NO_FIGURES };
     for (const r of rows) addTo(figures, r.figures);
@@ -153,7 +155,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     for (const { kind, status, count } of tally.values()) observeRowSettled(kind, status, count);
     if (result.complete) await options.onComplete(importId, result.round);
     return result.applied;
-  }, GATHER_MS);
+  }, gather);
 
   /**
    * A failed attempt that will be retried: with a failure log, one line per

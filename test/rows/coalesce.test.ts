@@ -26,7 +26,7 @@ describe('coalesce', () => {
     const echo = coalesce<number, number>(async (_key, items) => {
       flushes.push([...items]);
       return items;
-    }, 50);
+    }, () => 50);
     const first = echo('a', 1);
     // A later turn, well inside the window.
     await new Promise((resolve) => setImmediate(resolve));
