@@ -9,6 +9,11 @@ import { isRowStatus } from '../outcomes.js';
 import { planOf } from '../queue/rowWorker.js';
 import { writeImportResults, type ResultFiles, type ResultRow } from '../results/writeResults.js';
 import { isSettled, type ImportStore } from '../store/importStore.js';
+import type { RedisClient } from '../queue/redis.js';
+import { markRunCancelled } from './runState.js';
+
+/** The `_error` of a cancelled row in results.csv. */
+export const CANCELLED_NOTE = 'not sent: the import was cancelled before this row was sent; it is in unprocessed.csv';
 
 /** Where an import's results go: `<data dir>/results/<importId>/`. */
 export const resultsDirOf = (dataDir: string, importId: string): string => path.join(dataDir, 'results', importId);
@@ -30,6 +35,8 @@ export async function finalizeImport(input: {
   retentionDays?: number;
   /** SUBSYNC_CSV_BOM: results.csv and errors.csv start with a UTF-8 BOM. Default true. */
   bom?: boolean;
+  /** The store's Redis: a cancelling import becomes cancelled once its results are written. */
+  redis?: RedisClient;
 }): Promise<ResultFiles | undefined> {
   const { store, importId, round } = input;
   const record = await store.getImport(importId);
@@ -63,7 +70,7 @@ export async function finalizeImport(input: {
         attempts: entry.a,
         // Reasons are scrubbed where they are stored; a ledger written before that is scrubbed here.
         // (Not the candidates: customer ids from the service, which a long one would look like a card to.)
-        error: `${scrubSecrets(entry.e ?? '')}${candidates}`,
+        error: entry.s === 'cancelled' ? CANCELLED_NOTE : `${scrubSecrets(entry.e ?? '')}${candidates}`,
       };
     }
   }
@@ -74,6 +81,7 @@ export async function finalizeImport(input: {
     headers: record.headers,
     secretColumns: { cardNumber, cvc, password: password === undefined ? [] : [password] },
     rows: rows(),
+    unprocessed: counts.byStatus.cancelled > 0,
     summary: {
       importId,
       file: record.file,
@@ -99,6 +107,8 @@ export async function finalizeImport(input: {
   // Finished: its record, ledger and counts now expire (a retry takes the expiry off again).
   const retentionDays = input.retentionDays ?? DEFAULT_RETENTION_DAYS;
   await store.markFinished(importId, round, files.dir, retentionDays * 24 * 3600);
+  // A cancelling import whose rows have all settled is cancelled.
+  if (input.redis) await markRunCancelled(input.redis, store.keys, importId);
   input.logger.info({ importId, dir: files.dir, retentionDays }, 'import settled; results written');
   return files;
 }

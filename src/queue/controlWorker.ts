@@ -46,6 +46,7 @@ const finalize: ControlHandler = async (job, deps) => {
     logger: deps.logger,
     retentionDays: deps.retentionDays,
     bom: deps.csvBom,
+    redis: deps.connection,
   });
   return files?.dir ?? 'stale round';
 };

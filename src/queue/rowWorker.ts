@@ -37,6 +37,7 @@ import {
 } from './queues.js';
 import { requeueStranded } from './requeue.js';
 import type { FailureLog } from '../failureLog.js';
+import { createRunGate } from '../import/runGate.js';
 
 export interface RowWorkerOptions {
   connection: RedisClient;
@@ -101,6 +102,8 @@ type Attempt =
   | { kind: 'error'; error: unknown; entry: LedgerEntry; ctx: RowContext }
   /** Another run settled the row meanwhile. */
   | { kind: 'taken' }
+  /** The import is cancelling and the ledger refused to let this row be sent: it settled `cancelled`. */
+  | { kind: 'cancelled' }
   /** The worker is closing: the row was not started. */
   | { kind: 'deferred' };
 
@@ -108,7 +111,7 @@ type Attempt =
 class RowTakenError extends Error {}
 
 /** What a batch job did with each of its rows. */
-type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred';
+type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred' | 'held';
 
 /**
  * Runs the rows queue: batch jobs (the rows of an import as the producer
@@ -130,6 +133,8 @@ type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred';
 export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, unknown, RowQueueJobName> {
   const { store, queues, api, budget, logger } = options;
   const slots = new Slots(options.concurrency);
+  // Paused, held (a canary) and cancelling imports (src/import/runGate.ts).
+  const gate = createRunGate({ redis: options.connection, store, queues, logger });
   // Set when the worker starts closing: batches start no more rows, so a
   // SIGTERM waits for the requests out, not for every row the batches hold.
   let closing = false;
@@ -154,6 +159,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       if (result.applied[i] && isSettled(r.entry.s)) observeRowSettled(r.kind, r.entry.s);
     });
     if (result.complete) await enqueueFinalize(queues, importId, result.round);
+    await gate.settled(importId, rows.map((r) => r.row));
     return result.applied;
   });
 
@@ -193,6 +199,9 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
             premarked.catch(() => undefined);
           }
         : undefined;
+    // A row whose request is never marked sent (an update) is claimed instead, before it starts: a cancel
+    // leaves a claimed row to its worker, and the ledger refuses the claim once the import is cancelling.
+    const claim = !PREMARKED.has(run.name) && stored.s === 'pending' && stored.f !== 1;
     const ctx: RowContext = {
       importId,
       row,
@@ -218,7 +227,11 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       },
     };
     try {
-      const outcome = await slots.run(async () => (closing && run.deferrable ? undefined : PROCESSORS[run.name](ctx)), premark);
+      const outcome = await slots.run(async () => {
+        if (closing && run.deferrable) return undefined;
+        if (claim && !(await write({ ...entry, f: 1 }))) throw new RowTakenError();
+        return PROCESSORS[run.name](ctx);
+      }, premark);
       if (outcome === undefined) {
         // Marked early but never sent: back as it was, so its next run does not read back for nothing.
         if (premarked && (await premarked)) await write(stored);
@@ -226,7 +239,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       }
       return { kind: 'outcome', entry: outcomeEntry(entry, outcome), status: outcome.status };
     } catch (caught) {
-      if (caught instanceof RowTakenError) return { kind: 'taken' };
+      if (caught instanceof RowTakenError) return (await gate.refused(importId, row)) ? { kind: 'cancelled' } : { kind: 'taken' };
       // The row's own card number, CVC and password leave no trace in what follows: the ledger's
       // reason, the job's failed reason and stack, the logs (src/secrets.ts).
       const error = withoutSecrets(caught, secretValues(known.plan, run.cells));
@@ -247,7 +260,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
   }
 
   /** A row job: a row's retries (it failed in its batch), a failed row kept for the dashboard, a dashboard retry. */
-  async function processRow(job: Job<RowJobData, unknown, JobName>): Promise<string> {
+  async function processRow(job: Job<RowJobData, unknown, JobName>, token: string | undefined): Promise<string> {
     const data = RowJobDataSchema.parse(job.data);
     const { importId, row } = data;
     // A child logger costs a redaction setup: made only when a line is written.
@@ -267,6 +280,13 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       throw new UnrecoverableError(data.verdict.e);
     }
     if (isSettled(stored.s)) return `already ${stored.s}`;
+    // A paused (or held) import's row goes back without spending an attempt; a cancelling one's unsent row is cancelled.
+    const verdict = await gate.gate(importId, row);
+    if (verdict === 'hold') {
+      await gate.hold(job, token, importId);
+      throw new DelayedError();
+    }
+    if (verdict === 'cancel' && stored.s === 'pending') return (await gate.cancelRow(importId, row)) ? 'cancelled' : 'settled meanwhile';
 
     const after = data.after ?? 0;
     const attempt = after + job.attemptsMade + 1;
@@ -279,6 +299,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     try {
       const result = await attemptRow({ name: job.name, importId, row, known, stored, cells: openCells(stored, data.secrets, options.keyring), log, deferrable: false }, figures);
       // (A row job's run is never deferred: only a batch's rows are.)
+      if (result.kind === 'cancelled') return 'cancelled';
       if (result.kind === 'taken' || result.kind === 'deferred') throw new UnrecoverableError('row settled by another run meanwhile');
       if (result.kind === 'outcome') {
         await settleRow(importId, { row, entry: result.entry, figures: runFigures(), kind: record.kind });
@@ -316,7 +337,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
   }
 
   /** A batch job: its rows side by side, each settled as it succeeds, or handed to a job of its own. */
-  async function processBatch(job: Job<RowBatchData, unknown, typeof BATCH_JOB>): Promise<string> {
+  async function processBatch(job: Job<RowBatchData, unknown, typeof BATCH_JOB>, token: string | undefined): Promise<string> {
     const data = RowBatchDataSchema.parse(job.data);
     const { importId } = data;
     const [known, entries] = await Promise.all([importOf(importId), store.getRows(importId, data.rows)]);
@@ -337,6 +358,11 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     if (failure) throw failure.reason;
     const results = ended.map((e) => (e.status === 'fulfilled' ? e.value : 'skipped'));
     const count = (r: BatchRowResult): number => results.filter((x) => x === r).length;
+    // Paused, or after a canary still running: the batch goes back, delayed, without spending an attempt.
+    if (count('held') > 0) {
+      await gate.hold(job, token, importId);
+      throw new DelayedError();
+    }
     // Closing: the batch goes back to wait, without spending an attempt, for the rows it did not start.
     if (count('deferred') > 0) throw Worker.RateLimitError();
     return `${count('settled')} settled, ${count('handed')} handed to row jobs, ${count('skipped')} already settled`;
@@ -387,6 +413,13 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     // retried from the dashboard): that job owns it, and its entry. Adding the job again is a no-op
     // while it is there, and makes sure it is.
     if (stored.h === 1) return addRowJob({ after: 1 });
+    const verdict = await gate.gate(importId, row);
+    if (verdict === 'hold') return 'held';
+    if (verdict === 'cancel' && stored.s === 'pending') {
+      await forget();
+      await gate.cancelRow(importId, row);
+      return 'settled';
+    }
 
     const cells = openCells(stored, token, options.keyring);
     let current = stored;
@@ -397,10 +430,10 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
         addTo(unsettled, figures);
         return 'deferred';
       }
-      if (result.kind === 'taken') {
+      if (result.kind === 'taken' || result.kind === 'cancelled') {
         addTo(unsettled, figures);
         await forget();
-        return 'skipped';
+        return result.kind === 'taken' ? 'skipped' : 'settled';
       }
       if (result.kind === 'outcome') {
         await forget();
@@ -479,9 +512,9 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
    * is, instead of leaving them without a job. When even that fails (Redis
    * refusing writes), the batch fails and the sweep queues its rows later.
    */
-  async function processBatchOrHandOn(job: Job<RowBatchData, unknown, typeof BATCH_JOB>): Promise<string> {
+  async function processBatchOrHandOn(job: Job<RowBatchData, unknown, typeof BATCH_JOB>, token: string | undefined): Promise<string> {
     try {
-      return await processBatch(job);
+      return await processBatch(job, token);
     } catch (error) {
       const last = error instanceof UnrecoverableError || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
       if (!last || !(error instanceof Error) || error.name === 'RateLimitError' || error.name === 'DelayedError') throw error;
@@ -523,7 +556,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     ROWS_QUEUE,
     async (job, token) => {
       if (await returnCardJob(job, token)) throw new DelayedError();
-      return isRowJob(job) ? processRow(job) : processBatchOrHandOn(job as Job<RowBatchData, unknown, typeof BATCH_JOB>);
+      return isRowJob(job) ? processRow(job, token) : processBatchOrHandOn(job as Job<RowBatchData, unknown, typeof BATCH_JOB>, token);
     },
     {
       // Stored on each job it runs (job.processedBy): which process on which machine ran a row; and

@@ -13,6 +13,10 @@ export function storeKeys(prefix: string) {
     ledger: (importId: string) => `${prefix}:import:${importId}:rows`,
     /** Hash: counts by status, `settled`, and the API figures of the import. */
     counts: (importId: string) => `${prefix}:import:${importId}:counts`,
+    /** Hash: the import's run state (running, paused, cancelling, cancelled), why, and its canary (src/import/runState.ts). */
+    runState: (importId: string) => `${prefix}:import:${importId}:run`,
+    /** Set: ids of the import's jobs put back while it was paused or held, promoted when it runs on. */
+    heldJobs: (importId: string) => `${prefix}:import:${importId}:held`,
     /** Set: the 8-byte digests of an upsert's match values (src/customers/finder.ts). */
     matchDigests: (importId: string) => `${prefix}:import:${importId}:match`,
     /** Hash: how an upsert finds its customers, and the lock of the worker deciding it. */
@@ -22,6 +26,8 @@ export function storeKeys(prefix: string) {
     foundRecords: (importId: string) => `${prefix}:import:${importId}:records`,
     /** Hash: the pages of an import's searches by name, and their counts (src/customers/nameSearch.ts). */
     nameSearches: (importId: string) => `${prefix}:import:${importId}:names`,
+    /** String: set while the inbox is paused (`subsync inbox pause`): the watcher takes no new file. */
+    inboxPaused: `${prefix}:inbox:paused`,
     /** String: held by the worker that sweeps the unfinished imports this interval (src/import/sweep.ts). */
     sweepLock: `${prefix}:sweep-lock`,
     /** The fleet-wide API budget: theoretical arrival time, and the block after a 429. */
