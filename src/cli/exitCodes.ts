@@ -10,6 +10,7 @@ import { ColumnMapError, CsvFormatError, FileRejectedError } from '../csv/errors
 import { DashboardNeedsTokenError } from '../dashboard/auth.js';
 import { ExportFailedError, ExportIncompleteError } from '../export/errors.js';
 import { RetryError } from '../import/retry.js';
+import { RunControlError } from '../import/control.js';
 import { ImportNotFoundError } from '../import/status.js';
 import { RedisCheckError, isRedisOutOfMemory, redisOutOfMemoryMessage } from '../queue/redis.js';
 
@@ -23,6 +24,11 @@ export class ImportStalledError extends Error {
   readonly code = 'IMPORT_STALLED';
 }
 
+/** `import --wait`: the import paused (its canary found too many failures, or an operator paused it): exit 4. */
+export class ImportPausedError extends Error {
+  readonly code = 'IMPORT_PAUSED';
+}
+
 /** Every exit code subsync uses. Scripts may rely on these. */
 export const EXIT_CODES = {
   /** Done; for `import --wait`, every row succeeded. */
@@ -33,6 +39,8 @@ export const EXIT_CODES = {
   rejectedFile: 2,
   /** `import --wait`: the import settled, and some rows did not succeed; `export --wait`: the file was written but is not proven complete. */
   rowsFailed: 3,
+  /** `import --wait`: the import paused (its canary, or an operator); `subsync resume` runs it on. */
+  paused: 4,
   /** Redis is unreachable or unsuitable (sysexits EX_UNAVAILABLE). */
   unavailable: 69,
   /** No such import in Redis (`status`, `retry`), or it vanished while `import --wait` waited (sysexits EX_NOINPUT). */
@@ -72,6 +80,8 @@ export function exitReportFor(err: unknown, argv: readonly string[] = process.ar
   if (err instanceof ImportNotFoundError) return { code: EXIT_CODES.notFound, message: `subsync: ${err.message}` };
   if (err instanceof ImportStalledError) return { code: EXIT_CODES.stalled, message: `subsync: ${err.message}` };
   if (err instanceof RetryError) return { code: EXIT_CODES.usage, message: `subsync: ${err.message}` };
+  if (err instanceof RunControlError) return { code: EXIT_CODES.usage, message: `subsync: ${err.message}` };
+  if (err instanceof ImportPausedError) return { code: EXIT_CODES.paused, message: `subsync: ${err.message}` };
   if (err instanceof DashboardNeedsTokenError) return { code: EXIT_CODES.config, message: `subsync: ${err.message}` };
   if (err instanceof ConfigError) {
     return { code: EXIT_CODES.config, message: `subsync: invalid configuration (see subsync --help):\n${indent(err.message)}` };

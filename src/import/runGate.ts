@@ -18,6 +18,8 @@ import type { Logger } from 'pino';
 import { enqueueFinalize, type Queues } from '../queue/queues.js';
 import type { RedisClient } from '../queue/redis.js';
 import type { ImportStore } from '../store/importStore.js';
+import { observeRowSettled } from '../metrics.js';
+import type { ImportKind } from '../outcomes.js';
 import { concludeCanary, recordHeld } from './control.js';
 import { HELD_RETURN_MS, gateOf, runStateCache, type RowGate } from './runState.js';
 
@@ -34,8 +36,9 @@ export function createRunGate(deps: RunGateDeps) {
   const { redis, store, queues } = deps;
   const states = runStateCache(redis, store.keys);
 
-  async function cancelRow(importId: string, row: number): Promise<boolean> {
+  async function cancelRow(importId: string, row: number, kind?: ImportKind): Promise<boolean> {
     const result = await store.settleCancelled(importId, [row], 'pending');
+    if (result.applied[0] && kind) observeRowSettled(kind, 'cancelled');
     if (result.complete) await enqueueFinalize(queues, importId, result.round);
     return result.applied[0] === true;
   }
@@ -52,10 +55,10 @@ export function createRunGate(deps: RunGateDeps) {
 
     cancelRow,
 
-    async refused(importId: string, row: number): Promise<boolean> {
+    async refused(importId: string, row: number, kind?: ImportKind): Promise<boolean> {
       states.forget(importId);
       if (gateOf(await states.get(importId), row) !== 'cancel') return false;
-      return cancelRow(importId, row);
+      return cancelRow(importId, row, kind);
     },
 
     async settled(importId: string, rows: readonly number[]): Promise<void> {

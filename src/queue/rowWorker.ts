@@ -239,7 +239,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       }
       return { kind: 'outcome', entry: outcomeEntry(entry, outcome), status: outcome.status };
     } catch (caught) {
-      if (caught instanceof RowTakenError) return (await gate.refused(importId, row)) ? { kind: 'cancelled' } : { kind: 'taken' };
+      if (caught instanceof RowTakenError) return (await gate.refused(importId, row, known.record.kind)) ? { kind: 'cancelled' } : { kind: 'taken' };
       // The row's own card number, CVC and password leave no trace in what follows: the ledger's
       // reason, the job's failed reason and stack, the logs (src/secrets.ts).
       const error = withoutSecrets(caught, secretValues(known.plan, run.cells));
@@ -286,7 +286,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       await gate.hold(job, token, importId);
       throw new DelayedError();
     }
-    if (verdict === 'cancel' && stored.s === 'pending') return (await gate.cancelRow(importId, row)) ? 'cancelled' : 'settled meanwhile';
+    if (verdict === 'cancel' && stored.s === 'pending') return (await gate.cancelRow(importId, row, record.kind)) ? 'cancelled' : 'settled meanwhile';
 
     const after = data.after ?? 0;
     const attempt = after + job.attemptsMade + 1;
@@ -417,7 +417,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     if (verdict === 'hold') return 'held';
     if (verdict === 'cancel' && stored.s === 'pending') {
       await forget();
-      await gate.cancelRow(importId, row);
+      await gate.cancelRow(importId, row, record.kind);
       return 'settled';
     }
 
