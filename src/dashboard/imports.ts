@@ -7,6 +7,7 @@ import { scrubSecrets } from '../secrets.js';
 import { alignedCells, cardFieldsOf, EditRefusedError, editAndRetryRow, lockedPaths, type CardFields, type CardInput } from '../import/edit.js';
 import { errorGroups, type ErrorGroup } from '../import/errorGroups.js';
 import { RetryError, retryGroup, retryRows, type RetryResult } from '../import/retry.js';
+import { RunControlError, cancelImport, pauseImport, resumeImport } from '../import/control.js';
 import { ImportNotFoundError, importStatus, type ImportStatus } from '../import/status.js';
 import { PROBLEM_STATUSES, ROW_STATUSES, type RowStatus } from '../outcomes.js';
 import { planOf } from '../queue/rowWorker.js';
@@ -70,15 +71,33 @@ export function liveFields(status: ImportStatus): { fields: Record<string, strin
     apiCalls: String(status.apiCalls),
     retries: String(status.retries),
     rateLimited: String(status.rateLimited),
+    runReason: status.runReason ?? '',
   };
   for (const s of ROW_STATUSES) fields[`count-${s}`] = String(status.counts[s]);
   return { fields, progress: { value: status.settledRows, max: status.total ?? status.settledRows } };
 }
 
 function stateOf(status: ImportStatus): string {
+  if (status.runState === 'cancelled' || (status.runState === 'cancelling' && status.finished)) return 'cancelled';
+  if (status.runState === 'cancelling') return 'cancelling';
   if (status.finished) return 'finished';
+  if (status.runState === 'paused') return 'paused';
+  if (status.canary?.holding && status.total !== undefined) return `canary (first ${status.canary.rows} rows)`;
   if (status.settled) return 'writing results';
   return status.total === undefined ? 'enqueuing' : 'running';
+}
+
+/** The pause, resume and cancel buttons of an import that has not finished (each a POST with the CSRF token). */
+function controls(id: string, status: ImportStatus, csrf: string): Html | undefined {
+  if (status.finished || status.runState === 'cancelling' || status.runState === 'cancelled') return undefined;
+  const paused = status.runState === 'paused' || status.canary?.holding === true;
+  const button = (action: string, label: string, extra = ''): Html => html`<form method="post" action="/imports/${id}/${action}" class="control">
+<input type="hidden" name="_csrf" value="${csrf}"><button type="submit" class="${action}" data-action="${action}"${extra === 'confirm' ? html` data-confirm="Cancel this import? Rows not yet sent will not be sent."` : undefined}>${label}</button></form>`;
+  return html`<div class="actions controls">
+${paused ? button('resume', status.runState === 'paused' ? 'Resume' : 'Run the rest now') : button('pause', 'Pause')}
+${button('cancel', 'Cancel import…', 'confirm')}
+<span class="hint">Cancel: rows not yet sent settle as cancelled and go to unprocessed.csv, to import again; rows already sent finish.</span>
+</div>`;
 }
 
 const shortId = (id: string): string => (id.length > 14 ? `${id.slice(0, 12)}…` : id);
@@ -185,16 +204,18 @@ ${groups.length > GROUPS_SHOWN ? html`<p class="hint">${groups.length - GROUPS_S
 </form>`;
 
     const body = html`<div data-poll="/api/imports/${id}">
-<dl class="facts" data-import="${id}" data-state="${live.fields.state}" data-reload-when="finished">
+<dl class="facts" data-import="${id}" data-state="${live.fields.state}" data-reload-when="finished cancelled paused running">
 <dt>Import</dt><dd class="mono">${id}</dd>
 <dt>File</dt><dd>${record.file}</dd>
 <dt>Kind</dt><dd>${record.kind}</dd>
 <dt>Started</dt><dd>${when(record.createdAt)}</dd>
 <dt>Finished</dt><dd>${when(record.finishedAt)}</dd>
 <dt>Progress</dt><dd><progress data-field-progress max="${Math.max(1, live.progress.max)}" value="${live.progress.value}"></progress> <span data-field="settled">${live.fields.settled}</span> settled · <span data-field="state">${live.fields.state}</span></dd>
+<dt>State</dt><dd><span class="run ${status.runState}" data-run-state="${status.runState}">${status.runState}</span> <span class="hint" data-field="runReason">${live.fields.runReason}</span></dd>
 <dt>Rows/s</dt><dd data-field="rowsPerSecond">${live.fields.rowsPerSecond}</dd>
 <dt>API calls · retries · 429s</dt><dd><span data-field="apiCalls">${live.fields.apiCalls}</span> · <span data-field="retries">${live.fields.retries}</span> · <span data-field="rateLimited">${live.fields.rateLimited}</span></dd>
 </dl>
+${controls(id, status, csrfFor(request))}
 <h2>Outcomes</h2>
 <table data-import="${id}"><thead><tr>${ROW_STATUSES.map((s) => html`<th class="num">${statusBadge(s)}</th>`)}</tr></thead>
 <tbody><tr>${ROW_STATUSES.map((s) => html`<td class="num" data-field="count-${s}">${status.counts[s]}</td>`)}</tr></tbody></table>
@@ -204,6 +225,42 @@ ${groupTable}
 <h2>Rows that did not succeed</h2>
 ${pager}${table}`;
     return sendPage(ctx, request, reply, { title: `Import ${record.file}`, body, ...noticeOf(request.query) });
+  });
+
+  // Cancel, pause and resume (operator actions, as retries are).
+  const controlDeps = { store, queues, redis: ctx.runtime.redis, logger: ctx.runtime.logger };
+  app.post('/imports/:id/cancel', async (request, reply) => {
+    const { id } = ImportParamsSchema.parse(request.params);
+    try {
+      const result = await cancelImport(controlDeps, id);
+      const text = result.before === 'finished'
+        ? 'the import had already finished: nothing cancelled'
+        : `cancelled: ${result.cancelled} row(s) never sent settled as cancelled (in unprocessed.csv once the results are written)${result.inFlight > 0 ? `; ${result.inFlight} row(s) already sent finish as they would have` : ''}`;
+      return redirectWithNotice(reply, `/imports/${id}`, text, 'ok');
+    } catch (error) {
+      if (!(error instanceof RunControlError || error instanceof ImportNotFoundError)) throw error;
+      return redirectWithNotice(reply, `/imports/${id}`, error.message, 'error');
+    }
+  });
+  app.post('/imports/:id/pause', async (request, reply) => {
+    const { id } = ImportParamsSchema.parse(request.params);
+    try {
+      const result = await pauseImport(controlDeps, id, 'paused from the dashboard');
+      return redirectWithNotice(reply, `/imports/${id}`, result.changed ? 'paused: no new row starts; requests already out finish' : `nothing to pause: the import is ${result.state}`, result.changed ? 'ok' : 'error');
+    } catch (error) {
+      if (!(error instanceof RunControlError || error instanceof ImportNotFoundError)) throw error;
+      return redirectWithNotice(reply, `/imports/${id}`, error.message, 'error');
+    }
+  });
+  app.post('/imports/:id/resume', async (request, reply) => {
+    const { id } = ImportParamsSchema.parse(request.params);
+    try {
+      const result = await resumeImport(controlDeps, id);
+      return redirectWithNotice(reply, `/imports/${id}`, result.changed ? 'resumed: its rows run on' : `nothing to resume: the import is ${result.state}`, result.changed ? 'ok' : 'error');
+    } catch (error) {
+      if (!(error instanceof RunControlError || error instanceof ImportNotFoundError)) throw error;
+      return redirectWithNotice(reply, `/imports/${id}`, error.message, 'error');
+    }
   });
 
   app.post('/imports/:id/retry', async (request, reply) => {
