@@ -105,7 +105,9 @@ type Attempt =
   /** The import is cancelling and the ledger refused to let this row be sent: it settled `cancelled`. */
   | { kind: 'cancelled' }
   /** The worker is closing: the row was not started. */
-  | { kind: 'deferred' };
+  | { kind: 'deferred' }
+  /** The import is paused (or held by its canary): the row was not started, and goes back without spending an attempt. */
+  | { kind: 'held' };
 
 /** Thrown by markSent when another run settled the row meanwhile: this attempt stops before sending. */
 class RowTakenError extends Error {}
@@ -229,13 +231,17 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     try {
       const outcome = await slots.run(async () => {
         if (closing && run.deferrable) return undefined;
+        // Asked in the slot, right before the row starts: a pause stops rows that waited for one.
+        const verdict = await gate.gate(importId, row);
+        if (verdict === 'hold') return 'held' as const;
+        if (verdict === 'cancel' && stored.s === 'pending') throw new RowTakenError();
         if (claim && !(await write({ ...entry, f: 1 }))) throw new RowTakenError();
         return PROCESSORS[run.name](ctx);
       }, premark);
-      if (outcome === undefined) {
+      if (outcome === undefined || outcome === 'held') {
         // Marked early but never sent: back as it was, so its next run does not read back for nothing.
         if (premarked && (await premarked)) await write(stored);
-        return { kind: 'deferred' };
+        return { kind: outcome === 'held' ? 'held' : 'deferred' };
       }
       return { kind: 'outcome', entry: outcomeEntry(entry, outcome), status: outcome.status };
     } catch (caught) {
@@ -300,6 +306,10 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       const result = await attemptRow({ name: job.name, importId, row, known, stored, cells: openCells(stored, data.secrets, options.keyring), log, deferrable: false }, figures);
       // (A row job's run is never deferred: only a batch's rows are.)
       if (result.kind === 'cancelled') return 'cancelled';
+      if (result.kind === 'held') {
+        await gate.hold(job, token, importId);
+        throw new DelayedError();
+      }
       if (result.kind === 'taken' || result.kind === 'deferred') throw new UnrecoverableError('row settled by another run meanwhile');
       if (result.kind === 'outcome') {
         await settleRow(importId, { row, entry: result.entry, figures: runFigures(), kind: record.kind });
@@ -426,9 +436,9 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     for (;;) {
       const figures: CallFigures = noCalls();
       const result = await attemptRow({ name, importId, row, known, stored: current, cells, log, deferrable: true }, figures);
-      if (result.kind === 'deferred') {
+      if (result.kind === 'deferred' || result.kind === 'held') {
         addTo(unsettled, figures);
-        return 'deferred';
+        return result.kind;
       }
       if (result.kind === 'taken' || result.kind === 'cancelled') {
         addTo(unsettled, figures);
