@@ -12,7 +12,7 @@ import { ExportFailedError, ExportIncompleteError } from '../export/errors.js';
 import { RetryError } from '../import/retry.js';
 import { RunControlError } from '../import/control.js';
 import { ImportNotFoundError } from '../import/status.js';
-import { RedisCheckError, isRedisOutOfMemory, redisOutOfMemoryMessage } from '../queue/redis.js';
+import { RedisCheckError, isRedisOutOfMemory, redisOutOfMemoryMessage } from '../redis/redis.js';
 
 /** `import --wait` settled, and some rows did not succeed: exit 3. */
 export class RowsDidNotSucceedError extends Error {

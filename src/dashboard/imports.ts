@@ -10,7 +10,7 @@ import { RetryError, retryGroup, retryRows, type RetryResult } from '../import/r
 import { RunControlError, cancelImport, pauseImport, resumeImport } from '../import/control.js';
 import { ImportNotFoundError, importStatus, type ImportStatus } from '../import/status.js';
 import { PROBLEM_STATUSES, ROW_STATUSES, type RowStatus } from '../outcomes.js';
-import { planOf } from '../queue/rowWorker.js';
+import { planOf } from '../store/plan.js';
 import { RESULT_FILE_NAMES } from '../results/writeResults.js';
 import type { ImportRecord, LedgerEntry } from '../store/importStore.js';
 import { csrfOf, noticeOf, redirectWithNotice, sendPage, type DashboardContext } from './context.js';

@@ -14,7 +14,7 @@
 import type { Logger } from 'pino';
 import { SUCCESS_STATUSES } from '../outcomes.js';
 import { batchJobId, batchOf, enqueueFinalize, type Queues } from '../queue/queues.js';
-import type { RedisClient } from '../queue/redis.js';
+import type { RedisClient } from '../redis/redis.js';
 import { isSettled, type ImportStore } from '../store/importStore.js';
 import { ImportNotFoundError } from './status.js';
 import { cancelRun, concludeCanaryRun, pauseRun, readRunState, resumeRun, type CanaryVerdict, type RunState } from './runState.js';

@@ -6,10 +6,10 @@ import type { Queues } from '../queue/queues.js';
 import { forgetCardData } from './cardData.js';
 import { scrubSecrets } from '../secrets.js';
 import { isRowStatus } from '../outcomes.js';
-import { planOf } from '../queue/rowWorker.js';
+import { planOf } from '../store/plan.js';
 import { writeImportResults, type ResultFiles, type ResultRow } from '../results/writeResults.js';
 import { isSettled, type ImportStore } from '../store/importStore.js';
-import type { RedisClient } from '../queue/redis.js';
+import type { RedisClient } from '../redis/redis.js';
 import { markRunCancelled } from './runState.js';
 
 /** The `_error` of a cancelled row in results.csv. */

@@ -16,7 +16,7 @@
 import type { Job } from 'bullmq';
 import type { Logger } from 'pino';
 import { enqueueFinalize, type Queues } from '../queue/queues.js';
-import type { RedisClient } from '../queue/redis.js';
+import type { RedisClient } from '../redis/redis.js';
 import type { ImportStore } from '../store/importStore.js';
 import { observeRowSettled } from '../metrics.js';
 import type { ImportKind } from '../outcomes.js';

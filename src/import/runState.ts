@@ -20,8 +20,8 @@
  * not decided here but in the ledger's scripts (src/store/importStore.ts),
  * which read this hash in the same script call.
  */
-import type { RedisClient } from '../queue/redis.js';
-import type { StoreKeys } from '../store/keys.js';
+import type { RedisClient } from '../redis/redis.js';
+import type { StoreKeys } from '../redis/keys.js';
 
 export const RUN_STATES = ['running', 'paused', 'cancelling', 'cancelled'] as const;
 export type RunState = (typeof RUN_STATES)[number];
