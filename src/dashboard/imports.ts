@@ -168,7 +168,7 @@ export function importRoutes(app: FastifyInstance, ctx: DashboardContext): void 
       problems++;
     }
     const downloads = record.resultsDir !== undefined && (await exists(path.join(record.resultsDir, RESULT_FILE_NAMES.results)))
-      ? html`<p><a href="/imports/${id}/results.csv" download>Download results.csv</a> · <a href="/imports/${id}/errors.csv" download>Download errors.csv</a> <span class="hint">(every cell quoted; cells that a spreadsheet would run as a formula are prefixed with ')</span></p>`
+      ? html`<p><a href="/imports/${id}/results.csv" download>Download results.csv</a> · <a href="/imports/${id}/errors.csv" download>Download errors.csv</a>${status.counts.cancelled > 0 ? html` · <a href="/imports/${id}/unprocessed.csv" download>Download unprocessed.csv</a> (the ${status.counts.cancelled} cancelled rows, to import again; card numbers and CVCs left empty)` : undefined} <span class="hint">(every cell quoted; cells that a spreadsheet would run as a formula are prefixed with ')</span></p>`
       : html`<p class="muted">results.csv and errors.csv are written when every row has settled.</p>`;
     const pager = problems > ROWS_PER_PAGE
       ? html`<p>Rows ${offset + 1}–${Math.min(problems, offset + ROWS_PER_PAGE)} of ${problems}.
@@ -185,7 +185,7 @@ ${offset + ROWS_PER_PAGE < problems ? html`<a href="/imports/${id}?offset=${offs
 <tbody>${groups.slice(0, GROUPS_SHOWN).map((g) => groupRow(id, g))}</tbody></table>
 ${groups.length > GROUPS_SHOWN ? html`<p class="hint">${groups.length - GROUPS_SHOWN} smaller groups more: <code>subsync errors ${id}</code> lists every group.</p>` : undefined}`;
     const table = rows.length === 0
-      ? html`<p class="muted">${status.settled ? 'Every row succeeded.' : 'None so far.'}</p>`
+      ? html`<p class="muted">${!status.settled ? 'None so far.' : status.counts.cancelled > 0 ? `No row failed; ${status.counts.cancelled} row(s) were cancelled before they were sent.` : 'Every row succeeded.'}</p>`
       : html`<form method="post" action="/imports/${id}/retry">
 <input type="hidden" name="_csrf" value="${csrfFor(request)}">
 <table class="rows">
@@ -374,7 +374,7 @@ ${pager}${table}`;
     }
   });
 
-  for (const name of ['results', 'errors'] as const) {
+  for (const name of ['results', 'errors', 'unprocessed'] as const) {
     app.get(`/imports/:id/${RESULT_FILE_NAMES[name]}`, async (request, reply) => {
       const { id } = ImportParamsSchema.parse(request.params);
       const record = await store.getImport(id);

@@ -51,6 +51,10 @@ export function createRunGate(deps: RunGateDeps) {
     async hold(job: Job, token: string | undefined, importId: string): Promise<void> {
       await recordHeld(redis, store, importId, job.id ?? '');
       await job.moveToDelayed(Date.now() + HELD_RETURN_MS, token);
+      // Resumed (or its canary ended) while this job ran: the promotion may have missed it, so it goes now.
+      states.forget(importId);
+      const now = await states.get(importId);
+      if (now.state === 'running' && now.holdFrom === undefined) await job.promote().catch(() => undefined);
     },
 
     cancelRow,
