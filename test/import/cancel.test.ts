@@ -9,8 +9,8 @@ import { readRunState } from '../../src/import/runState.js';
 import { importStatus } from '../../src/import/status.js';
 import { createLogger } from '../../src/log.js';
 import { openRuntime, startWorkers, type Runtime } from '../../src/runtime.js';
-import { startPipeline, until, type Pipeline } from '../support/pipeline.js';
-import { waitFinished } from '../support/imports.js';
+import { redisText, startPipeline, until, type Pipeline } from '../support/pipeline.js';
+import { SIGNUPS_CSV, waitFinished } from '../support/imports.js';
 
 let pipeline: Pipeline | undefined;
 const extra: Runtime[] = [];
@@ -146,6 +146,30 @@ describe('cancel: nothing sent twice, nothing lost', () => {
     await expect(pauseImport(deps(p), importId)).rejects.toBeInstanceOf(RunControlError);
     expect((await cancelImport(deps(p), importId)).cancelled).toBe(0);
     expect(p.sandbox.stats().requests).toBe(0);
+  });
+});
+
+describe('cancel and card data', () => {
+  it('a cancelled sign-ups import writes no card number or CVC to unprocessed.csv, and its queued batches holding sealed cards go', async () => {
+    pipeline = await startPipeline({ workers: false });
+    const p = pipeline;
+    const file = await p.file('signups.csv', SIGNUPS_CSV);
+    const importId = await enqueue(p, file);
+    expect(await p.runtime.queues.rows.getJobCounts('waiting')).toMatchObject({ waiting: 1 });
+    const cancel = await cancelImport(deps(p), importId);
+    // Row 2 is invalid (settled at once); the three others were never sent.
+    expect(cancel).toMatchObject({ cancelled: 3, inFlight: 0, state: 'cancelled' });
+    expect(await p.runtime.queues.rows.getJobCounts('waiting', 'delayed')).toMatchObject({ waiting: 0, delayed: 0 });
+    startWorkers(p.runtime, { apiUrl: p.sandbox.url, concurrency: 2 });
+    const status = await waitFinished(p, importId);
+    expect(status.counts).toMatchObject({ cancelled: 3, invalid: 1 });
+    expect(p.sandbox.stats().requests).toBe(0);
+    const text = await readFile(path.join(status.resultsDir ?? '', 'unprocessed.csv'), 'utf8');
+    for (const secret of ['4111111111111111', '4000056655665556', '737']) expect(text).not.toContain(secret);
+    const unprocessed = await readCsv(path.join(status.resultsDir ?? '', 'unprocessed.csv'));
+    expect(unprocessed.map((r) => r['Customer.FirstName'])).toEqual(['Amélie', 'Conor', 'Kenta']);
+    expect(unprocessed.every((r) => r['CreditCardInfo.AccountNumber'] === '' && r['CreditCardInfo.CVCode'] === '')).toBe(true);
+    expect(await redisText(p.runtime.redis, p.prefix)).not.toMatch(/4111111111111111|4000056655665556/);
   });
 });
 
