@@ -100,7 +100,7 @@ async function dropIdleBatches(store: ImportStore, queues: Queues, importId: str
     if (!job || !['waiting', 'delayed', 'prioritized'].includes(await job.getState())) continue;
     const data = job.data as { rows?: number[] };
     const entries = await store.getRows(importId, data.rows ?? []);
-    if (entries.every((entry) => entry !== undefined && isSettled(entry.s))) await job.remove().catch(() => undefined);
+    if (entries.every((entry) => entry !== undefined && isSettled(entry.status))) await job.remove().catch(() => undefined);
   }
 }
 
@@ -198,8 +198,8 @@ export async function concludeCanary(deps: Pick<ControlDeps, 'store' | 'queues' 
   if (record.total === undefined && (await store.rowCount(importId)) < status.canaryRows) return { verdict: 'none', rows: 0, failures: 0 };
   const rows = Math.min(status.canaryRows, record.total ?? status.canaryRows);
   const entries = await store.getRows(importId, Array.from({ length: rows }, (_, i) => i + 1));
-  if (entries.some((entry) => entry === undefined || !isSettled(entry.s))) return { verdict: 'none', rows, failures: 0 };
-  const failures = entries.filter((entry) => entry !== undefined && isSettled(entry.s) && !SUCCESS_STATUSES.has(entry.s)).length;
+  if (entries.some((entry) => entry === undefined || !isSettled(entry.status))) return { verdict: 'none', rows, failures: 0 };
+  const failures = entries.filter((entry) => entry !== undefined && isSettled(entry.status) && !SUCCESS_STATUSES.has(entry.status)).length;
   const bound = status.canaryMaxFailures ?? 0;
   const reason = `canary: ${failures} of the first ${rows} rows did not succeed (more than ${bound} allowed); \`subsync resume ${importId}\` runs the rest, \`subsync cancel ${importId}\` stops it`;
   const verdict = await concludeCanaryRun(redis, store.keys, importId, failures, reason);

@@ -49,13 +49,13 @@ export async function requeueStranded(store: ImportStore, queues: Queues, record
   const result: RequeueResult = { queued: [], withoutCards: [] };
   const unsendable: Array<{ row: number; entry: LedgerEntry }> = [];
   for (const { row, entry, secrets } of rows) {
-    const name = entry.j;
+    const name = entry.job;
     if (name === null) continue;
     if (cards && secrets === undefined) {
-      unsendable.push({ row, entry: { ...entry, s: 'failed', e: CARD_DATA_GONE } });
+      unsendable.push({ row, entry: { ...entry, status: 'failed', note: CARD_DATA_GONE } });
       continue;
     }
-    if (!(await store.updateUnsettled(importId, row, { ...entry, h: 1 }))) continue;
+    if (!(await store.updateUnsettled(importId, row, { ...entry, handed: true }))) continue;
     const own = await queues.rows.getJob(rowJobId(importId, row));
     if (own && !(await isLive(own))) await own.remove();
     else if (own) {

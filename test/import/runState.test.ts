@@ -48,7 +48,7 @@ describe('run state and the ledger\'s cancel rule, on real Redis', () => {
     await deleteKeys(prefix);
   });
 
-  const entry = (s: LedgerEntry['s'], extra: Partial<LedgerEntry> = {}): LedgerEntry => ({ c: ['Ana', 'Berg'], j: 'customer.update', s, a: 0, ...extra });
+  const entry = (status: LedgerEntry['status'], extra: Partial<LedgerEntry> = {}): LedgerEntry => ({ cells: ['Ana', 'Berg'], job: 'customer.update', status, attempts: 0, ...extra });
 
   async function start(rows: LedgerEntry[]): Promise<string> {
     prefix = `subsync-test-${randomUUID().slice(0, 8)}`;
@@ -61,23 +61,23 @@ describe('run state and the ledger\'s cancel rule, on real Redis', () => {
   }
 
   it('once cancelling, marking an unclaimed pending row sent (or claiming it) is refused; a row already sent or claimed goes on', async () => {
-    const id = await start([entry('pending'), entry('pending'), entry('sent'), entry('pending', { f: 1 })]);
+    const id = await start([entry('pending'), entry('pending'), entry('sent'), entry('pending', { claimed: true })]);
     // Running: marks go through.
     expect(await store.updateUnsettledRows(id, [{ row: 1, entry: entry('sent') }])).toEqual([true]);
     expect((await cancelRun(redis, store.keys, id)).before).toBe('running');
     expect(await store.updateUnsettledRows(id, [
       { row: 2, entry: entry('sent') },
-      { row: 2, entry: entry('pending', { f: 1 }) },
-      { row: 3, entry: entry('sent', { a: 2 }) },
-      { row: 4, entry: entry('sent', { f: 1 }) },
+      { row: 2, entry: entry('pending', { claimed: true }) },
+      { row: 3, entry: entry('sent', { attempts: 2 }) },
+      { row: 4, entry: entry('sent', { claimed: true }) },
     ])).toEqual([false, false, true, true]);
     // A write that takes nothing (back to pending after a refused request) is not refused.
-    expect(await store.updateUnsettledRows(id, [{ row: 2, entry: entry('pending', { a: 1 }) }])).toEqual([true]);
-    expect((await store.getRow(id, 2))?.s).toBe('pending');
+    expect(await store.updateUnsettledRows(id, [{ row: 2, entry: entry('pending', { attempts: 1 }) }])).toEqual([true]);
+    expect((await store.getRow(id, 2))?.status).toBe('pending');
   });
 
   it('a cancel settles only pending unclaimed rows; the worker holding a claimed one settles it; each once', async () => {
-    const id = await start([entry('pending'), entry('sent'), entry('pending', { f: 1 }), entry('created'), entry('pending')]);
+    const id = await start([entry('pending'), entry('sent'), entry('pending', { claimed: true }), entry('created'), entry('pending')]);
     await cancelRun(redis, store.keys, id);
     expect(await store.unclaimedPendingRows(id)).toEqual([1, 5]);
     const first = await store.settleCancelled(id, [1, 2, 3, 4, 5], 'unclaimed');
@@ -91,7 +91,7 @@ describe('run state and the ledger\'s cancel rule, on real Redis', () => {
     expect(counts.byStatus.cancelled).toBe(3);
     expect(counts.settled).toBe(3);
     // The entry is kept as it was, but for its state.
-    expect(await store.getRow(id, 3)).toEqual(entry('cancelled', { f: 1 }));
+    expect(await store.getRow(id, 3)).toEqual(entry('cancelled', { claimed: true }));
     // The sent row settles as it would have; then the import is complete.
     const last = await store.settleRows(id, [{ row: 2, entry: entry('updated') }]);
     expect(last.complete).toBe(false);
