@@ -55,17 +55,19 @@ const person = (i: number): string => `Ana${i},Lindqvist${i},ana.${i}.cancel@exa
 
 describe('cancel: nothing sent twice, nothing lost', () => {
   it('a cancel racing three workers: every row one outcome, each create at most once, cancelled rows never sent and imported again from unprocessed.csv', async () => {
-    pipeline = await startPipeline({ faults: { latencyMs: 15 }, concurrency: 4 });
+    pipeline = await startPipeline({ faults: { latencyMs: 15 }, concurrency: 4, seedCustomers: 100 });
     await moreWorkers(pipeline, 2, 4);
     const p = pipeline;
-    // Creates and updates mixed: a create is marked sent before it leaves, an update is claimed.
-    const seeded = p.sandbox.store.customers().slice(0, 40);
+    // Creates and updates mixed, a third of them updates: a create is marked sent before it leaves, an update is claimed.
+    const seeded = p.sandbox.store.customers().slice(0, 80);
+    expect(seeded).toHaveLength(80);
+    const cell = (value: string): string => (/[",\n]/.test(value) ? `"${value.replaceAll('"', '""')}"` : value);
     const lines = ['FirstName,LastName,EmailAddress,CountryCode,CustomerID,City'];
     const updates = new Map<number, string>();
     for (let i = 1; i <= 240; i++) {
-      const customer = i % 6 === 0 ? seeded[i / 6 - 1] : undefined;
+      const customer = i % 3 === 0 ? seeded[i / 3 - 1] : undefined;
       if (customer) {
-        lines.push(`${customer.FirstName},${customer.LastName},${customer.EmailAddress},${customer.CountryCode ?? 'SWE'},${customer.CustomerID},Cancelstad ${i}`);
+        lines.push([customer.FirstName, customer.LastName, customer.EmailAddress, customer.CountryCode || 'SWE', customer.CustomerID, `Cancelstad ${i}`].map(cell).join(','));
         updates.set(i, customer.CustomerID);
       } else lines.push(`${person(i)},,`);
     }
