@@ -12,6 +12,7 @@
  * as they would have.
  */
 import type { Logger } from 'pino';
+import { SubsyncError } from '../errors.js';
 import { SUCCESS_STATUSES } from '../outcomes.js';
 import { batchJobId, batchOf, enqueueFinalize, type Queues } from '../queue/queues.js';
 import type { RedisClient } from '../redis/redis.js';
@@ -20,12 +21,8 @@ import { ImportNotFoundError } from './status.js';
 import { cancelRun, concludeCanaryRun, pauseRun, readRunState, resumeRun, type CanaryVerdict, type RunState } from './runState.js';
 
 /** The command cannot do that to this import now (resume a cancelled one, say): exit 64, with the reason. */
-export class RunControlError extends Error {
+export class RunControlError extends SubsyncError {
   readonly code = 'RUN_CONTROL_REFUSED';
-  constructor(message: string) {
-    super(message);
-    this.name = 'RunControlError';
-  }
 }
 
 /** Rows settled per script call of a cancel. */

@@ -21,6 +21,7 @@ import { decide, mayHaveAppliedNote, notFoundNote, provenNotApplied, reasonOf, t
 import { countedApi, noCalls, type CallFigures } from './figures.js';
 import { RowUnrunnableError, type BatchInput, type BatchPort, type BatchResult, type RowJobInput, type RowJobPort, type RowJobResult, type RowRunGate } from './interfaces.js';
 import { keptSecrets, openCells } from './sealed.js';
+import { SubsyncError } from '../errors.js';
 
 export interface RowProtocolOptions {
   store: ImportStore;
@@ -92,7 +93,9 @@ type Attempt =
   | { kind: 'cancelled' };
 
 /** Thrown by markSent when another run settled the row meanwhile: this attempt stops before sending. */
-class RowTakenError extends Error {}
+class RowTakenError extends SubsyncError {
+  readonly code = 'ROW_TAKEN';
+}
 
 type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred' | 'held';
 
@@ -201,7 +204,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       markSent: async () => {
         sentNow = true;
         // The row is marked sent before the request leaves, so a crash after this line reconciles instead of re-creating.
-        if (!(await (premarked ?? write({ ...entry, status: 'sent' })))) throw new RowTakenError();
+        if (!(await (premarked ?? write({ ...entry, status: 'sent' })))) throw new RowTakenError('another run settled the row meanwhile');
       },
       recordPreexisting: async (ids) => {
         await write({ ...entry, preexisting: [...ids] });
@@ -219,8 +222,8 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
         // Asked in the slot, right before the row starts: a pause stops the rows that waited for one.
         const verdict = await gate.gate(importId, row);
         if (verdict === 'hold') return 'held' as const;
-        if (verdict === 'cancel' && stored.status === 'pending') throw new RowTakenError();
-        if (claim && !(await write({ ...entry, claimed: true }))) throw new RowTakenError();
+        if (verdict === 'cancel' && stored.status === 'pending') throw new RowTakenError('the import is cancelling: this row is not sent');
+        if (claim && !(await write({ ...entry, claimed: true }))) throw new RowTakenError('the claim was refused: the row settled meanwhile, or the import is cancelling');
         return job.process(ctx);
       }, premark);
       if (outcome === undefined || outcome === 'held') {
