@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { cancelImport, pauseImport, resumeImport, RunControlError } from '../../src/import/control.js';
 import { importFile } from '../../src/import/producer.js';
+import { RetryError, retryRows } from '../../src/import/retry.js';
 import { readRunState } from '../../src/import/runState.js';
 import { importStatus } from '../../src/import/status.js';
 import { createLogger } from '../../src/log.js';
@@ -146,6 +147,8 @@ describe('cancel: nothing sent twice, nothing lost', () => {
     expect((await p.runtime.store.counts(importId)).byStatus.cancelled).toBe(2);
     await expect(resumeImport(deps(p), importId)).rejects.toBeInstanceOf(RunControlError);
     await expect(pauseImport(deps(p), importId)).rejects.toBeInstanceOf(RunControlError);
+    // Nothing of it is sent again by a retry either: its rows would only settle cancelled.
+    await expect(retryRows(p.runtime.store, p.runtime.queues, importId)).rejects.toBeInstanceOf(RetryError);
     expect((await cancelImport(deps(p), importId)).cancelled).toBe(0);
     expect(p.sandbox.stats().requests).toBe(0);
   });
