@@ -14,7 +14,7 @@
 import type { Logger } from 'pino';
 import { SubsyncError } from '../errors.js';
 import { SUCCESS_STATUSES } from '../outcomes.js';
-import { batchJobId, batchOf, enqueueFinalize, type Queues } from '../queue/queues.js';
+import { RowBatchDataSchema, batchJobId, batchOf, enqueueFinalize, type Queues } from '../queue/queues.js';
 import type { RedisClient } from '../redis/redis.js';
 import { isSettled, type ImportStore } from '../store/importStore.js';
 import { ImportNotFoundError } from './status.js';
@@ -95,8 +95,9 @@ async function dropIdleBatches(store: ImportStore, queues: Queues, importId: str
   for (const block of new Set(rows.map(batchOf))) {
     const job = await queues.rows.getJob(batchJobId(importId, block));
     if (!job || !['waiting', 'delayed', 'prioritized'].includes(await job.getState())) continue;
-    const data = job.data as { rows?: number[] };
-    const entries = await store.getRows(importId, data.rows ?? []);
+    const data = RowBatchDataSchema.safeParse(job.data);
+    if (!data.success) continue;
+    const entries = await store.getRows(importId, data.data.rows);
     if (entries.every((entry) => entry !== undefined && isSettled(entry.status))) await job.remove().catch(() => undefined);
   }
 }
@@ -148,9 +149,11 @@ export async function resumeImport(deps: ControlDeps, importId: string): Promise
  */
 export async function promoteHeld(deps: Pick<ControlDeps, 'store' | 'queues' | 'redis'>, importId: string): Promise<number> {
   const key = deps.store.keys.heldJobs(importId);
-  const [[, ids]] = (await deps.redis.multi().smembers(key).del(key).exec()) as [[unknown, string[]], unknown];
+  const reply = await deps.redis.multi().smembers(key).del(key).exec();
+  const members = reply?.[0]?.[1];
+  const ids = Array.isArray(members) ? members.filter((id): id is string => typeof id === 'string') : [];
   let promoted = 0;
-  for (const id of ids ?? []) {
+  for (const id of ids) {
     const job = await deps.queues.rows.getJob(id);
     if (!job || !(await job.isDelayed())) continue;
     try {
