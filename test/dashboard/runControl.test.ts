@@ -3,6 +3,7 @@ import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { importFile } from '../../src/import/producer.js';
+import { importStatus } from '../../src/import/status.js';
 import { startWorkers } from '../../src/runtime.js';
 import { root } from '../support/cli.js';
 import { CHROMIUM_HINT, findChromium, underCi } from './chromium.js';
@@ -101,3 +102,40 @@ describe.runIf(RUN)('pause, resume and cancel from the dashboard', () => {
     }
   });
 });
+
+describe('pause, resume and cancel over HTTP', () => {
+  afterEach(async () => {
+    await pipeline?.close();
+    pipeline = undefined;
+  });
+
+  it('refuse a session\'s POST without its form token or from another origin (403), changing nothing', async () => {
+    pipeline = await startPipeline({ workers: false, seed: false });
+    const p = pipeline;
+    const dashboard = await startTestDashboard(p);
+    const { store, queues, keyring, logger, redis } = p.runtime;
+    const result = await importFile({ file: await p.file('x.csv', 'FirstName,LastName\nAna,One\nBen,Two\n') }, { store, queues, keyring, logger, redis });
+    const id = result.importId;
+    const login = await fetch(`${dashboard.url}/login`, { method: 'POST', redirect: 'manual', body: new URLSearchParams({ token: TOKEN, next: '/' }), headers: { origin: dashboard.url } });
+    const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+    const page = await (await fetch(`${dashboard.url}/imports/${id}`, { headers: { cookie } })).text();
+    const csrf = /name="_csrf" value="([^"]+)"/.exec(page)?.[1] ?? '';
+    expect(csrf).not.toBe('');
+    const post = (action: string, form: Record<string, string>, origin = dashboard.url) =>
+      fetch(`${dashboard.url}/imports/${id}/${action}`, { method: 'POST', redirect: 'manual', body: new URLSearchParams(form), headers: { cookie, origin } });
+    for (const action of ['cancel', 'pause', 'resume']) {
+      expect((await post(action, {})).status).toBe(403);
+      expect((await post(action, { _csrf: 'forged' })).status).toBe(403);
+      expect((await post(action, { _csrf: csrf }, 'https://evil.example')).status).toBe(403);
+    }
+    expect((await store.counts(id)).byStatus.cancelled).toBe(0);
+    expect((await importStatusOf(id))?.runState).toBe('running');
+    const ok = await post('cancel', { _csrf: csrf });
+    expect(ok.status).toBe(303);
+    expect((await store.counts(id)).byStatus.cancelled).toBe(2);
+  });
+});
+
+async function importStatusOf(id: string) {
+  return pipeline ? importStatus(pipeline.runtime.store, id) : undefined;
+}
