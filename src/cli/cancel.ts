@@ -1,5 +1,7 @@
 /** `subsync cancel IMPORT_ID [--json]`: stops sending an import's rows; the unsent ones settle `cancelled` and go to unprocessed.csv. */
 import type { Command } from 'commander';
+import { cliActor } from '../audit/actor.js';
+import { AUDIT_ACTIONS, recordAudit } from '../audit/trail.js';
 import { cancelImport } from '../import/control.js';
 import { withRuntime } from './context.js';
 
@@ -11,7 +13,8 @@ export function register(program: Command): void {
     .option('--json', 'one JSON object instead of text')
     .action((importId: string, flags: { json?: boolean }) =>
       withRuntime(async (runtime) => {
-        const result = await cancelImport({ store: runtime.store, queues: runtime.queues, redis: runtime.redis, logger: runtime.logger }, importId);
+        const result = await cancelImport({ store: runtime.store, queues: runtime.queues, redis: runtime.redis, logger: runtime.logger, notifier: runtime.notifier, actor: cliActor(runtime.config) }, importId);
+        await recordAudit(runtime.redis, runtime.config, { actor: cliActor(runtime.config), action: AUDIT_ACTIONS.cancel, target: importId, details: { before: result.before, cancelled: result.cancelled, inFlight: result.inFlight } });
         if (flags.json) {
           process.stdout.write(`${JSON.stringify(result)}\n`);
           return;

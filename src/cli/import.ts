@@ -142,6 +142,7 @@ export async function runImport(runtime: Runtime, file: string, flags: ImportFla
       refresh: { budget, redis: runtime.redis, prefix: runtime.config.queuePrefix },
       journal: runtime.journal,
       redis: runtime.redis,
+      notifier: runtime.notifier,
       logger: runtime.logger,
       // The id comes first, before the rows are read: a long file is traceable at once.
       onImportId: (importId, kind) => print(`import id: ${importId}`, { importId, kind }),

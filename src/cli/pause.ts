@@ -1,5 +1,7 @@
 /** `subsync pause IMPORT_ID [--json]` and `subsync resume IMPORT_ID [--json]`: workers stop starting an import's rows, and start them again. */
 import type { Command } from 'commander';
+import { cliActor } from '../audit/actor.js';
+import { AUDIT_ACTIONS, recordAudit } from '../audit/trail.js';
 import { pauseImport, resumeImport, type PauseResult } from '../import/control.js';
 import { withRuntime } from './context.js';
 
@@ -11,7 +13,8 @@ export function register(program: Command): void {
     .option('--json', 'one JSON object instead of text')
     .action((importId: string, flags: { json?: boolean }) =>
       withRuntime(async (runtime) => {
-        const result = await pauseImport({ store: runtime.store, queues: runtime.queues, redis: runtime.redis, logger: runtime.logger }, importId);
+        const result = await pauseImport({ store: runtime.store, queues: runtime.queues, redis: runtime.redis, logger: runtime.logger, notifier: runtime.notifier, actor: cliActor(runtime.config) }, importId);
+        await recordAudit(runtime.redis, runtime.config, { actor: cliActor(runtime.config), action: AUDIT_ACTIONS.pause, target: importId, details: { before: result.before, changed: result.changed } });
         print(result, flags.json, result.changed ? `paused import ${importId}: no new row starts; requests already out finish; \`subsync resume ${importId}\` runs it on` : already(result, 'paused'));
       }),
     );
@@ -23,6 +26,7 @@ export function register(program: Command): void {
     .action((importId: string, flags: { json?: boolean }) =>
       withRuntime(async (runtime) => {
         const result = await resumeImport({ store: runtime.store, queues: runtime.queues, redis: runtime.redis, logger: runtime.logger }, importId);
+        await recordAudit(runtime.redis, runtime.config, { actor: cliActor(runtime.config), action: AUDIT_ACTIONS.resume, target: importId, details: { before: result.before, changed: result.changed } });
         print(result, flags.json, result.changed ? `resumed import ${importId}: its rows run on` : already(result, 'running'));
       }),
     );

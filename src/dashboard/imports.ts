@@ -13,8 +13,10 @@ import { PROBLEM_STATUSES, ROW_STATUSES, type RowStatus } from '../outcomes.js';
 import { planOf } from '../store/plan.js';
 import { RESULT_FILE_NAMES } from '../results/writeResults.js';
 import type { ImportRecord, LedgerEntry } from '../store/importStore.js';
-import { csrfOf, noticeOf, redirectWithNotice, sendPage, type DashboardContext } from './context.js';
+import { AUDIT_ACTIONS, recordAudit } from '../audit/trail.js';
+import { actorOf, csrfOf, noticeOf, redirectWithNotice, sendPage, type DashboardContext } from './context.js';
 import { escapedCsv } from './downloads.js';
+import { activitySection } from './history.js';
 import { html, type Html } from './html.js';
 
 /** Imports listed on the front page. */
@@ -137,7 +139,7 @@ export function importRoutes(app: FastifyInstance, ctx: DashboardContext): void 
 <td class="num" data-field="rowsPerSecond">${live.fields.rowsPerSecond}</td>
 <td data-field="state">${live.fields.state}</td></tr>`;
       })}</tbody></table>`;
-    return sendPage(ctx, request, reply, { title: 'Imports', body, ...noticeOf(request.query) });
+    return sendPage(ctx, request, reply, { title: 'Imports', body: html`${body}<p class="hint">The ${LISTED_IMPORTS} latest imports; every import Redis holds, by state: <a href="/history">History</a>.</p>`, ...noticeOf(request.query) });
   });
 
   app.get('/api/imports', async () => {
@@ -221,6 +223,7 @@ ${controls(id, status, csrfFor(request))}
 <tbody><tr>${ROW_STATUSES.map((s) => html`<td class="num" data-field="count-${s}">${status.counts[s]}</td>`)}</tr></tbody></table>
 </div>
 ${downloads}
+${await activitySection(store, id, record.createdAt, record.lastSettledAt, status.settled)}
 ${groupTable}
 <h2>Rows that did not succeed</h2>
 ${pager}${table}`;
@@ -228,11 +231,12 @@ ${pager}${table}`;
   });
 
   // Cancel, pause and resume (operator actions, as retries are).
-  const controlDeps = { store, queues, redis: ctx.runtime.redis, logger: ctx.runtime.logger };
-  app.post('/imports/:id/cancel', async (request, reply) => {
+  const controlDeps = (request: FastifyRequest) => ({ store, queues, redis: ctx.runtime.redis, logger: ctx.runtime.logger, notifier: ctx.runtime.notifier, actor: actorOf(request).actor });
+  app.post('/imports/:id/cancel', { config: { role: 'operator' } }, async (request, reply) => {
     const { id } = ImportParamsSchema.parse(request.params);
     try {
-      const result = await cancelImport(controlDeps, id);
+      const result = await cancelImport(controlDeps(request), id);
+      await recordAudit(ctx.runtime.redis, ctx.runtime.config, { ...actorOf(request), action: AUDIT_ACTIONS.cancel, target: id, details: { before: result.before, cancelled: result.cancelled, inFlight: result.inFlight } });
       const text = result.before === 'finished'
         ? 'the import had already finished: nothing cancelled'
         : `cancelled: ${result.cancelled} row(s) never sent settled as cancelled (in unprocessed.csv once the results are written)${result.inFlight > 0 ? `; ${result.inFlight} row(s) already sent finish as they would have` : ''}`;
@@ -242,20 +246,22 @@ ${pager}${table}`;
       return redirectWithNotice(reply, `/imports/${id}`, error.message, 'error');
     }
   });
-  app.post('/imports/:id/pause', async (request, reply) => {
+  app.post('/imports/:id/pause', { config: { role: 'operator' } }, async (request, reply) => {
     const { id } = ImportParamsSchema.parse(request.params);
     try {
-      const result = await pauseImport(controlDeps, id, 'paused from the dashboard');
+      const result = await pauseImport(controlDeps(request), id, 'paused from the dashboard');
+      await recordAudit(ctx.runtime.redis, ctx.runtime.config, { ...actorOf(request), action: AUDIT_ACTIONS.pause, target: id, details: { before: result.before, changed: result.changed } });
       return redirectWithNotice(reply, `/imports/${id}`, result.changed ? 'paused: no new row starts; requests already out finish' : `nothing to pause: the import is ${result.state}`, result.changed ? 'ok' : 'error');
     } catch (error) {
       if (!(error instanceof RunControlError || error instanceof ImportNotFoundError)) throw error;
       return redirectWithNotice(reply, `/imports/${id}`, error.message, 'error');
     }
   });
-  app.post('/imports/:id/resume', async (request, reply) => {
+  app.post('/imports/:id/resume', { config: { role: 'operator' } }, async (request, reply) => {
     const { id } = ImportParamsSchema.parse(request.params);
     try {
-      const result = await resumeImport(controlDeps, id);
+      const result = await resumeImport(controlDeps(request), id);
+      await recordAudit(ctx.runtime.redis, ctx.runtime.config, { ...actorOf(request), action: AUDIT_ACTIONS.resume, target: id, details: { before: result.before, changed: result.changed } });
       return redirectWithNotice(reply, `/imports/${id}`, result.changed ? 'resumed: its rows run on' : `nothing to resume: the import is ${result.state}`, result.changed ? 'ok' : 'error');
     } catch (error) {
       if (!(error instanceof RunControlError || error instanceof ImportNotFoundError)) throw error;
@@ -263,7 +269,7 @@ ${pager}${table}`;
     }
   });
 
-  app.post('/imports/:id/retry', async (request, reply) => {
+  app.post('/imports/:id/retry', { config: { role: 'operator' } }, async (request, reply) => {
     const { id } = ImportParamsSchema.parse(request.params);
     const form = RetryFormSchema.safeParse(request.body);
     if (!form.success) return redirectWithNotice(reply, `/imports/${id}`, 'nothing to retry: choose rows, or retry all', 'error');
@@ -278,6 +284,17 @@ ${pager}${table}`;
       if (!(error instanceof RetryError || error instanceof ImportNotFoundError)) throw error;
       return redirectWithNotice(reply, `/imports/${id}`, error.message, 'error');
     }
+    const group = action === 'group' && row === undefined;
+    await recordAudit(ctx.runtime.redis, ctx.runtime.config, {
+      ...actorOf(request),
+      action: group ? AUDIT_ACTIONS.retryGroup : AUDIT_ACTIONS.retry,
+      target: id,
+      details: {
+        ...(group ? { group: form.data.code ?? '' } : { scope: row !== undefined ? 'row' : action === 'all' ? 'all' : 'selected' }),
+        retried: result.retried,
+        skipped: result.skipped.map((s) => s.row),
+      },
+    });
     return redirectWithNotice(reply, `/imports/${id}`, describeRetry(result), result.retried.length === 0 ? 'error' : 'ok');
   });
 
@@ -342,7 +359,7 @@ ${pager}${table}`;
     return sendPage(ctx, request, reply, { title: `Row ${row} of ${record.file}`, body: editForm(record, row, entry, card, csrfFor(request), {}) });
   });
 
-  app.post('/imports/:id/rows/:row', async (request, reply) => {
+  app.post('/imports/:id/rows/:row', { config: { role: 'operator' } }, async (request, reply) => {
     const found = await rowOr404(request, reply);
     if (!found) return reply;
     const { id, row, record, entry } = found;
@@ -364,6 +381,14 @@ ${pager}${table}`;
     const card: CardInput = { AccountNumber: fieldText(form['card.AccountNumber']), CVCode: fieldText(form['card.CVCode']), Password: fieldText(form['card.Password']) };
     try {
       const result = await editAndRetryRow(store, queues, keyring, id, row, changes, card);
+      await recordAudit(ctx.runtime.redis, ctx.runtime.config, {
+        ...actorOf(request),
+        action: AUDIT_ACTIONS.edit,
+        target: `${id}/${row}`,
+        details: editDetails(plan, current, submitted, card, result.jobName),
+        // What was typed as card data is scrubbed even where it was typed into another column.
+        known: [card.AccountNumber ?? '', card.CVCode ?? '', card.Password ?? ''],
+      });
       return redirectWithNotice(reply, `/imports/${id}`, `row ${row} saved and queued again (${result.jobName}${result.state === 'sent' ? ', reading back first' : ''})`);
     } catch (error) {
       if (!(error instanceof EditRefusedError)) throw error;
@@ -391,6 +416,30 @@ ${pager}${table}`;
 }
 
 const fieldText = (value: string | string[] | undefined): string | undefined => (Array.isArray(value) ? value[0] : value);
+
+/**
+ * An edit as the audit trail keeps it: each changed column's value before and
+ * after, both masked as the dashboard shows cells (card numbers to their last
+ * four, CVCs and passwords never), and whether card data was entered.
+ */
+function editDetails(plan: ReturnType<typeof planOf>, current: readonly string[], submitted: Readonly<Record<number, string>>, card: CardInput, job: string): Record<string, unknown> {
+  const after = [...current];
+  for (const [column, value] of Object.entries(submitted)) after[Number(column)] = value;
+  const before = maskCells(plan, current);
+  const shown = maskCells(plan, after);
+  const changes: Record<string, { before: string; after: string }> = {};
+  for (const column of Object.keys(submitted).map(Number)) {
+    if ((current[column] ?? '') === (after[column] ?? '')) continue;
+    changes[plan.headers[column] ?? `column ${column + 1}`] = { before: before[column] ?? '', after: shown[column] ?? '' };
+  }
+  return {
+    changes,
+    cardNumberEntered: (card.AccountNumber ?? '') !== '',
+    cvcEntered: (card.CVCode ?? '') !== '',
+    passwordEntered: (card.Password ?? '') !== '',
+    job,
+  };
+}
 
 function describeRetry(result: RetryResult): string {
   const parts = [result.retried.length === 0 ? 'no row retried' : `retrying ${result.retried.length} row(s): ${result.retried.join(', ')}`];

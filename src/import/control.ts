@@ -13,6 +13,7 @@
  */
 import type { Logger } from 'pino';
 import { SubsyncError } from '../errors.js';
+import type { Notifier } from '../notify/notifier.js';
 import { SUCCESS_STATUSES } from '../outcomes.js';
 import { RowBatchDataSchema, batchJobId, batchOf, enqueueFinalize, type Queues } from '../queue/queues.js';
 import type { RedisClient } from '../redis/redis.js';
@@ -33,6 +34,10 @@ export interface ControlDeps {
   queues: Queues;
   redis: RedisClient;
   logger?: Logger;
+  /** Told `import.paused` and `import.cancelled` (queued, never waited on). */
+  notifier?: Pick<Notifier, 'notify'>;
+  /** Who acts (an audit actor), for the notification. */
+  actor?: string;
 }
 
 /** What `cancel` did. */
@@ -69,6 +74,7 @@ export async function cancelImport(deps: ControlDeps, importId: string): Promise
   if (finished && current !== 'cancelling') return { importId, before: current === 'cancelled' ? 'cancelled' : 'finished', state: current === 'cancelled' ? 'cancelled' : 'finished', cancelled: 0, inFlight: 0 };
   const change = await cancelRun(redis, store.keys, importId);
   if (change.before === 'cancelled') return { importId, before: 'cancelled', state: 'cancelled', cancelled: 0, inFlight: 0 };
+  if (change.before !== 'cancelling') await deps.notifier?.notify({ event: 'import.cancelled', importId, reason: 'cancelled by the operator', ...(deps.actor ? { actor: deps.actor } : {}) });
 
   let cancelled = 0;
   const rows = await store.unclaimedPendingRows(importId);
@@ -123,6 +129,7 @@ export async function pauseImport(deps: ControlDeps, importId: string, reason?: 
   const change = await pauseRun(redis, store.keys, importId, reason);
   if (change.before === 'cancelling' || change.before === 'cancelled') throw new RunControlError(`import ${importId} is ${change.before}; there is nothing to pause`);
   deps.logger?.info({ importId, changed: change.changed }, 'import paused');
+  if (change.changed) await deps.notifier?.notify({ event: 'import.paused', importId, reason: reason ?? 'paused by the operator', ...(deps.actor ? { actor: deps.actor } : {}) });
   return { importId, before: change.before, state: change.after, changed: change.changed };
 }
 
@@ -188,7 +195,7 @@ export interface CanaryResult {
  * row settles (and by the producer, whose invalid rows settle at once); only
  * one caller ends it.
  */
-export async function concludeCanary(deps: Pick<ControlDeps, 'store' | 'queues' | 'redis' | 'logger'>, importId: string): Promise<CanaryResult> {
+export async function concludeCanary(deps: Pick<ControlDeps, 'store' | 'queues' | 'redis' | 'logger' | 'notifier'>, importId: string): Promise<CanaryResult> {
   const { store, redis } = deps;
   const status = await readRunState(redis, store.keys, importId);
   if (status.holdFrom === undefined || status.canaryRows === undefined) return { verdict: 'none', rows: 0, failures: 0 };
@@ -204,7 +211,10 @@ export async function concludeCanary(deps: Pick<ControlDeps, 'store' | 'queues' 
   const reason = `canary: ${failures} of the first ${rows} rows did not succeed (more than ${bound} allowed); \`subsync resume ${importId}\` runs the rest, \`subsync cancel ${importId}\` stops it`;
   const verdict = await concludeCanaryRun(redis, store.keys, importId, failures, reason);
   if (verdict === 'passed') await promoteHeld(deps, importId);
-  if (verdict === 'paused') deps.logger?.warn({ importId, failures, rows, bound }, 'import paused by its canary');
+  if (verdict === 'paused') {
+    deps.logger?.warn({ importId, failures, rows, bound }, 'import paused by its canary');
+    await deps.notifier?.notify({ event: 'import.paused', importId, reason });
+  }
   if (verdict === 'passed') deps.logger?.info({ importId, failures, rows, bound }, 'canary passed: the rest of the import runs');
   return { verdict, rows, failures, ...(verdict === 'paused' ? { reason } : {}) };
 }

@@ -2,6 +2,7 @@ import path from 'node:path';
 import { DEFAULT_RETENTION_DAYS } from '../config.js';
 import type { Logger } from 'pino';
 import { passwordColumn, secretColumnIndexes } from '../csv/rows.js';
+import type { Notifier } from '../notify/notifier.js';
 import type { Queues } from '../queue/queues.js';
 import { forgetCardData } from './cardData.js';
 import { scrubSecrets } from '../secrets.js';
@@ -37,6 +38,8 @@ export async function finalizeImport(input: {
   bom?: boolean;
   /** The store's Redis: a cancelling import becomes cancelled once its results are written. */
   redis?: RedisClient;
+  /** Told `import.finished` once the results are written (a queued job; never waited on). */
+  notifier?: Notifier;
 }): Promise<ResultFiles | undefined> {
   const { store, importId, round } = input;
   const record = await store.getImport(importId);
@@ -110,5 +113,7 @@ export async function finalizeImport(input: {
   // A cancelling import whose rows have all settled is cancelled.
   if (input.redis) await markRunCancelled(input.redis, store.keys, importId);
   input.logger.info({ importId, dir: files.dir, retentionDays }, 'import settled; results written');
+  // One event per round that finishes (its id carries the round): a finalize run again raises the same id, queued once.
+  await input.notifier?.notify({ event: 'import.finished', importId, round });
   return files;
 }

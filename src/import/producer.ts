@@ -22,10 +22,12 @@ import type { RedisClient } from '../redis/redis.js';
 import type { ImportJournal } from '../store/continuity.js';
 import type { ImportStore, LedgerEntry } from '../store/importStore.js';
 import { personOf, rowKeys } from './rowKeys.js';
+import { rowTermDigests, searchableCells } from './searchTerms.js';
 import { scrubSecrets } from '../secrets.js';
 import { SeenKeys } from './seenKeys.js';
 import { concludeCanary } from './control.js';
 import { startCanary } from './runState.js';
+import type { Notifier } from '../notify/notifier.js';
 
 /**
  * Rows per flush: their ledger entries and invalid settles in one script call
@@ -112,6 +114,8 @@ export interface ProducerDeps {
    * while one enqueues returns `in-progress` instead of enqueuing beside it. Without it, no lease.
    */
   redis?: RedisClient;
+  /** Told `import.paused` when the import's canary pauses it at once (its rows all invalid). */
+  notifier?: Pick<Notifier, 'notify'>;
   /** Told the import id as soon as it is known, before any row is read. */
   onImportId?: (importId: string, kind: ImportKind) => void;
   /** For `--dry-run`'s plan and cost: the customer index, and what reading the end of the listing needs. */
@@ -304,7 +308,12 @@ async function enqueueRows(input: {
   const flush = (batch: Batch): void => {
     const done = (async () => {
       // Ledger first: a job must always find its row's entry.
-      await Promise.all([store.putPendingRows(importId, batch.pending), store.settleMany(importId, batch.settled, now()), store.addMatchDigests(importId, batch.matchDigests)]);
+      await Promise.all([
+        store.putPendingRows(importId, batch.pending),
+        store.settleMany(importId, batch.settled, now()),
+        store.addMatchDigests(importId, batch.matchDigests),
+        store.addSearchTerms(importId, batch.terms),
+      ]);
       if (batch.jobs.size > 0) {
         await queues.rows.addBulk([...batch.jobs].map(([block, data]) => ({ name: BATCH_JOB, data, opts: batchJobOptions(importId, block, attempts) })));
       }
@@ -331,6 +340,12 @@ async function enqueueRows(input: {
       const cells = secretColumns.length > 0 ? maskCells(plan, csvRow.cells) : csvRow.cells;
       const rowErrors = secretColumns.length > 0 && checked.length > 0 ? withoutRowSecrets(checked, secretValues(plan, csvRow.cells)) : checked;
       const name = rowErrors.length > 0 ? null : jobNameOf(plan, csvRow.cells, options);
+      // Every row is searchable, invalid ones too (src/import/searchTerms.ts; never a card or password column).
+      for (const digest of rowTermDigests(searchableCells(plan, cells))) {
+        const rowsOfTerm = batch.terms.get(digest);
+        if (rowsOfTerm) rowsOfTerm.push(csvRow.row);
+        else batch.terms.set(digest, [csvRow.row]);
+      }
       const earlier = name !== null && guard ? earlierRow(guard, plan, csvRow, name, options) : undefined;
       if (name === null) {
         invalid++;
@@ -373,7 +388,7 @@ async function enqueueRows(input: {
   // Every row may already have settled (all invalid, or fast workers): then the producer finalises.
   if (enqueued.complete) await enqueueFinalize(queues, importId, enqueued.round);
   // The canary's rows may all have settled here (invalid, or shorter than the file said): end it now.
-  if (request.canary && deps.redis) await concludeCanary({ store, queues, redis: deps.redis, logger: log }, importId);
+  if (request.canary && deps.redis) await concludeCanary({ store, queues, redis: deps.redis, logger: log, notifier: deps.notifier }, importId);
   log.info({ rows, invalid, duplicates }, 'enqueued');
   return { outcome: 'enqueued', importId, kind, rows, invalid, duplicates, resumed, errors };
 }
@@ -436,9 +451,11 @@ interface Batch {
   matchDigests: Buffer[];
   /** Batch jobs by block. */
   jobs: Map<number, RowBatchData>;
+  /** Search terms of the batch's rows: digest -> rows (src/store/searchIndex.ts). */
+  terms: Map<string, number[]>;
 }
 
-const emptyBatch = (): Batch => ({ pending: [], settled: [], matchDigests: [], jobs: new Map() });
+const emptyBatch = (): Batch => ({ pending: [], settled: [], matchDigests: [], jobs: new Map(), terms: new Map() });
 
 async function validateAll(
   plan: ColumnPlan,

@@ -18,6 +18,7 @@ import type { Logger } from 'pino';
 import { enqueueFinalize, type Queues } from '../queue/queues.js';
 import type { RedisClient } from '../redis/redis.js';
 import type { ImportStore } from '../store/importStore.js';
+import type { Notifier } from '../notify/notifier.js';
 import { observeRowSettled } from '../metrics.js';
 import type { ImportKind } from '../outcomes.js';
 import { concludeCanary, recordHeld } from './control.js';
@@ -28,6 +29,8 @@ export interface RunGateDeps {
   store: ImportStore;
   queues: Queues;
   logger: Logger;
+  /** Told `import.paused` when a canary pauses its import. */
+  notifier?: Pick<Notifier, 'notify'>;
 }
 
 export type RunGate = ReturnType<typeof createRunGate>;

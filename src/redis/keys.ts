@@ -24,6 +24,10 @@ export function storeKeys(prefix: string) {
     findPlanLock: (importId: string) => `${prefix}:import:${importId}:plan-lock`,
     /** Hash: CustomerID → the record as a scan read it, for the upsert rows to lay themselves over. */
     foundRecords: (importId: string) => `${prefix}:import:${importId}:records`,
+    /** Hash: rows settled and 429s per time bucket of an import (src/store/series.ts). */
+    series: (importId: string) => `${prefix}:import:${importId}:series`,
+    /** Hash: search-term digest -> row numbers of an import (src/store/searchIndex.ts). */
+    searchIndex: (importId: string) => `${prefix}:import:${importId}:find`,
     /** Hash: the pages of an import's searches by name, and their counts (src/customers/nameSearch.ts). */
     nameSearches: (importId: string) => `${prefix}:import:${importId}:names`,
     /** String: set while the inbox is paused (`subsync inbox pause`): the watcher takes no new file. */

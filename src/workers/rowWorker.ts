@@ -33,6 +33,7 @@ import { requeueStranded } from '../queue/requeue.js';
 import { fullJitterBackoff, type BackoffBounds } from '../backoff.js';
 import type { FailureLog } from '../failureLog.js';
 import { createRunGate } from '../import/runGate.js';
+import type { Notifier } from '../notify/notifier.js';
 
 export interface RowWorkerOptions {
   connection: RedisClient;
@@ -57,6 +58,8 @@ export interface RowWorkerOptions {
   names?: NameSearch;
   /** Repeated failures (a Redis outage) logged once per class and interval, not once per row. */
   failures?: FailureLog;
+  /** Told `import.paused` when a canary pauses its import. */
+  notifier?: Pick<Notifier, 'notify'>;
 }
 
 /** Ends a worker's name in the fleet (BullMQ's client name) when it cannot open card data. */
@@ -74,7 +77,7 @@ export const NO_CARD_KEY_SUFFIX = ':no-card-key';
 export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, unknown, RowQueueJobName> {
   const { store, queues, logger } = options;
   // Paused, held (a canary) and cancelling imports (src/import/runGate.ts).
-  const gate = createRunGate({ redis: options.connection, store, queues, logger });
+  const gate = createRunGate({ redis: options.connection, store, queues, logger, notifier: options.notifier });
   const protocol: RowProtocol = createRowProtocol({
     store,
     api: options.api,
