@@ -3,6 +3,7 @@
  * built CLI against real Redis and the sandbox, with --json and exit codes.
  */
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { EXIT_CODES } from '../../src/cli/exitCodes.js';
 import { importFile } from '../../src/import/producer.js';
 import { killAll, requireBuiltCli, subsync } from '../support/cli.js';
@@ -55,6 +56,11 @@ describe('cancel, pause and resume on the command line', () => {
     expect(told[0]).toMatch(/^subsync: import \w+ is cancelling and cannot run on; import its unprocessed\.csv/);
     expect(refused.stdout()).toBe('');
 
+    // Each action is in the audit trail, with who did it.
+    const audit = subsync(['audit', '--json'], { ...env, SUBSYNC_ACTOR: 'runbook' });
+    expect((await audit.exited).code).toBe(0);
+    const actions = lines(audit.stdout()).map((e) => z.object({ action: z.string(), target: z.string(), actor: z.string() }).passthrough().parse(e)).filter((e) => e.target === id);
+    expect(actions.map((e) => e.action).sort()).toEqual(['cancel', 'cancel', 'pause', 'resume']);
     const missing = subsync(['cancel', 'no-such-import', '--json'], env);
     expect((await missing.exited).code).toBe(EXIT_CODES.notFound);
     expect(missing.stdout()).toBe('');

@@ -12,6 +12,7 @@ import { createLogger } from '../../src/log.js';
 import { openRuntime, startWorkers, type Runtime } from '../../src/runtime.js';
 import { redisText, startPipeline, until, type Pipeline } from '../support/pipeline.js';
 import { SIGNUPS_CSV, waitFinished } from '../support/imports.js';
+import { startReceiver } from '../notify/receiver.js';
 
 let pipeline: Pipeline | undefined;
 const extra: Runtime[] = [];
@@ -40,8 +41,8 @@ function deps(p: Pipeline) {
 }
 
 async function enqueue(p: Pipeline, file: string, request: Partial<Parameters<typeof importFile>[0]> = {}): Promise<string> {
-  const { store, queues, keyring, logger, redis } = p.runtime;
-  const result = await importFile({ file, sendEmptyPasswords: true, ...request }, { store, queues, keyring, logger, redis });
+  const { store, queues, keyring, logger, redis, notifier } = p.runtime;
+  const result = await importFile({ file, sendEmptyPasswords: true, ...request }, { store, queues, keyring, logger, redis, notifier });
   expect(result.outcome).toBe('enqueued');
   return result.importId;
 }
@@ -253,5 +254,28 @@ describe('canary', () => {
     expect(status.counts).toMatchObject({ created: 59, invalid: 1 });
     expect(status.runState).toBe('running');
     expect(status.canary).toEqual({ rows: 10, maxFailures: 1, holding: false });
+  });
+});
+
+describe('notifications of a pause and a cancel', () => {
+  it('a canary that pauses its import tells import.paused with why; a cancel tells import.cancelled with who', async () => {
+    const receiver = await startReceiver();
+    try {
+      pipeline = await startPipeline({ concurrency: 2, config: { webhookUrl: receiver.url, webhookSecret: 'notify-secret' } });
+      const p = pipeline;
+      const rows = Array.from({ length: 30 }, (_, i) => person(i + 1));
+      rows[1] = 'Bad,Email,not-an-email,SWE';
+      const file = await p.file('notify.csv', `FirstName,LastName,EmailAddress,CountryCode\n${rows.join('\n')}\n`);
+      const importId = await enqueue(p, file, { canary: { rows: 3, maxFailures: 0 } });
+      const events = async (name: string) => receiver.received.map((r) => JSON.parse(r.body) as { event: string; importId: string; text?: string }).filter((e) => e.event === name && e.importId === importId);
+      const paused = await until(async () => (await events('import.paused'))[0], 'import.paused to be delivered');
+      expect(JSON.stringify(paused)).toContain('canary: 1 of the first 3 rows did not succeed');
+      await cancelImport({ ...deps(p), notifier: p.runtime.notifier, actor: 'cli:tester' }, importId);
+      const cancelled = await until(async () => (await events('import.cancelled'))[0], 'import.cancelled to be delivered');
+      expect(JSON.stringify(cancelled)).toContain('cli:tester');
+      expect(await waitFinished(p, importId)).toMatchObject({ runState: 'cancelled' });
+    } finally {
+      await receiver.close();
+    }
   });
 });
