@@ -7,6 +7,7 @@ import { importStatus } from '../../src/import/status.js';
 import { startWorkers } from '../../src/runtime.js';
 import { root } from '../support/cli.js';
 import { CHROMIUM_HINT, findChromium, underCi } from './chromium.js';
+import { startDashboard } from '../../src/dashboard/server.js';
 import { startTestDashboard, TOKEN } from '../support/dashboard.js';
 import { waitFinished } from '../support/imports.js';
 import { startPipeline, type Pipeline } from '../support/pipeline.js';
@@ -139,3 +140,36 @@ describe('pause, resume and cancel over HTTP', () => {
 async function importStatusOf(id: string) {
   return pipeline ? importStatus(pipeline.runtime.store, id) : undefined;
 }
+
+describe('pause, resume and cancel by role', () => {
+  afterEach(async () => {
+    await pipeline?.close();
+    pipeline = undefined;
+  });
+
+  it('a viewer is refused (403) and nothing changes; an operator pauses and cancels', async () => {
+    pipeline = await startPipeline({ workers: false, seed: false });
+    const p = pipeline;
+    const dashboard = await startDashboard({
+      runtime: p.runtime,
+      host: '127.0.0.1',
+      port: 0,
+      tokens: [
+        { name: 'vera', role: 'viewer', token: 'viewer-token-0123456789' },
+        { name: 'otto', role: 'operator', token: 'operator-token-0123456789' },
+      ],
+    });
+    p.runtime.adopt(() => dashboard.close());
+    const { store, queues, keyring, logger, redis } = p.runtime;
+    const result = await importFile({ file: await p.file('roles.csv', 'FirstName,LastName\nAna,One\n') }, { store, queues, keyring, logger, redis });
+    const id = result.importId;
+    const post = (action: string, token: string) => fetch(`${dashboard.url}/imports/${id}/${action}`, { method: 'POST', redirect: 'manual', headers: { authorization: `Bearer ${token}` } });
+    for (const action of ['pause', 'cancel']) expect((await post(action, 'viewer-token-0123456789')).status).toBe(403);
+    expect((await importStatusOf(id))?.runState).toBe('running');
+    expect((await post('pause', 'operator-token-0123456789')).status).toBe(303);
+    expect((await importStatusOf(id))?.runState).toBe('paused');
+    expect((await post('resume', 'viewer-token-0123456789')).status).toBe(403);
+    expect((await post('cancel', 'operator-token-0123456789')).status).toBe(303);
+    expect((await store.counts(id)).byStatus.cancelled).toBe(1);
+  });
+});
