@@ -6,6 +6,7 @@ import { planColumns, type ColumnPlan } from '../../src/csv/columns.js';
 import { maskCells } from '../../src/csv/rows.js';
 import { createLogger } from '../../src/log.js';
 import type { ImportKind, JobName } from '../../src/outcomes.js';
+import type { RowContext } from '../../jobs/index.js';
 import { createBudget, type ApiBudget } from '../../src/redis/budget.js';
 import { createRedis, deleteKeysWithPrefix, type RedisClient } from '../../src/redis/redis.js';
 import { createImportStore, type ImportOptions, type ImportStore } from '../../src/store/importStore.js';
@@ -127,4 +128,43 @@ export async function seedImport(
   await store.putPendingRows(importId, entries);
   await store.markEnqueued(importId, input.rows.length);
   return { importId, plan };
+}
+
+/**
+ * A processor's context, as the protocol would give it, for a row of
+ * `cells` under `headers`: no guard, finder or shared name search (a bare
+ * processor searches by last name). `marks` holds, for each markSent, how
+ * many requests had reached the sandbox when it was called; `preexisting`
+ * what recordPreexisting was told.
+ */
+export function rowContext(
+  w: RowsWorld,
+  input: { kind: ImportKind; headers: string[]; cells: string[]; match?: string; previous?: 'pending' | 'sent'; preexisting?: readonly string[] },
+): RowContext & { marks: number[]; recorded: Array<readonly string[]> } {
+  const plan = planOfHeaders(input.kind, input.headers, input.match);
+  const marks: number[] = [];
+  const recorded: Array<readonly string[]> = [];
+  return {
+    importId: 'processor-test',
+    row: 1,
+    plan,
+    cells: input.cells,
+    options: { expiryFormat: 'MMYY', ...(input.match ? { match: input.match } : {}) },
+    api: w.api,
+    budget: w.budget,
+    previous: input.previous ?? 'pending',
+    preexisting: input.preexisting,
+    async markSent() {
+      marks.push(w.requests.length);
+    },
+    async recordPreexisting(ids) {
+      recorded.push(ids);
+    },
+    guard: undefined,
+    finder: undefined,
+    names: undefined,
+    log: w.logger,
+    marks,
+    recorded,
+  };
 }
