@@ -19,12 +19,8 @@
  */
 import type { JobName, RowOutcome, RowStatus } from '../outcomes.js';
 
-/** A row that failed for good in its batch: its own job settles it so, without a request. */
-export interface RowVerdict {
-  status: 'failed' | 'needs-review';
-  note: string;
-  candidates?: readonly string[];
-}
+/** The outcome of a row that failed for good in its batch: its own job settles it so, without a request. */
+export type RowVerdict = Pick<RowOutcome, 'candidates'> & { status: 'failed' | 'needs-review'; note: string };
 
 /** A row's own job, as one run of it sees it. */
 export interface RowJobInput {

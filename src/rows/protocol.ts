@@ -99,15 +99,16 @@ type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred';
  * - Settling is once per row (a Lua script refuses a settled row): the
  *   first run to settle wins, and a run whose `sent` mark is refused stops
  *   before sending (taken).
- * - After a failed attempt, `decide` (src/api/decision.ts) says what next: wait for
- *   the budget without spending an attempt, retry with backoff, or settle
- *   (failed, read back, needs review).
+ * - After a failed attempt, `decide` (src/api/decision.ts) says what
+ *   next: wait for the budget without spending an attempt, retry with
+ *   backoff, or settle (failed, read back, needs review).
  * - A batch runs its rows side by side and settles each that succeeds; a
  *   row that fails is handed to a job of its own, which owns the row's
  *   retries from then on (and a batch run again leaves it to that job).
  *
  * Ledger writes of rows that finish in the same turn of the event loop go
- * to Redis in one script call (coalesce.ts).
+ * to Redis in one script call (coalesce.ts). docs/row-protocol.md tells
+ * the states, who writes what, and the decision as a table.
  */
 export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
   const { store, api, budget, logger } = options;
