@@ -15,6 +15,7 @@
  */
 import path from 'node:path';
 import { z } from 'zod';
+import { SubsyncError } from './errors.js';
 import { DEFAULT_CONCURRENCY, HTTP_DEFAULTS, JOB_LOCK_MS } from './policy.js';
 
 /** pino's level names, lowest-volume first; `silent` turns logging off. */
@@ -72,7 +73,7 @@ export interface Config {
 export interface ConfigVariable {
   /** The variable's name. */
   readonly name: string;
-  /** The default as shown to a person, or undefined when unset means "none". */
+  /** The value an absent variable takes, written as in the environment (the one declaration of its default: `--help` and the README show it as is); undefined when unset means "none". */
   readonly default: string | undefined;
   /** What it is for. */
   readonly description: string;
@@ -251,15 +252,13 @@ export interface ConfigProblem {
  * has one line per problem, e.g. `SUBSYNC_RATE="abc": expected a positive
  * number of requests per second`. The CLI exits 78 (EX_CONFIG) on it.
  */
-export class ConfigError extends Error {
-  /** Stable code for branching and logs. */
+export class ConfigError extends SubsyncError {
   readonly code = 'CONFIG_INVALID';
   /** Every bad variable, in the order of {@link CONFIG_VARIABLES}. */
   readonly problems: ConfigProblem[];
 
   constructor(problems: ConfigProblem[]) {
     super(problems.map(formatProblem).join('\n'));
-    this.name = 'ConfigError';
     this.problems = problems;
   }
 }
@@ -295,7 +294,11 @@ const wholeNumber = z
   .transform(Number)
   .pipe(z.number().int().positive().max(Number.MAX_SAFE_INTEGER));
 
-/** Absent (unset or empty) variables are undefined before this schema sees them. */
+/**
+ * The rules of every variable of {@link CONFIG_VARIABLES}, by name. Defaults
+ * are not here: an absent (unset or empty) variable is given its table
+ * default before this schema sees it, and is undefined when it has none.
+ */
 const EnvSchema = z.object({
   SUBSYNC_API_URL: z
     .url({ protocol: /^https?$/ })
@@ -308,21 +311,17 @@ const EnvSchema = z.object({
     .optional(),
   REDIS_URL: z
     .url({ protocol: /^rediss?$/ })
-    .refine((url) => new URL(url).hostname !== '')
-    .default('redis://127.0.0.1:6379'),
+    .refine((url) => new URL(url).hostname !== ''),
   SUBSYNC_REDIS_CLUSTER: z
     .enum(['true', 'false', '1', '0', 'yes', 'no'])
-    .default('false')
     .transform((flag) => flag === 'true' || flag === '1' || flag === 'yes'),
   SUBSYNC_RATE: z.coerce.number().positive().finite().optional(),
-  SUBSYNC_CONCURRENCY: wholeNumber.default(DEFAULT_CONCURRENCY),
+  SUBSYNC_CONCURRENCY: wholeNumber,
   SUBSYNC_DATA_DIR: z
     .string()
-    .default('./var')
     .transform((dir) => path.resolve(dir)),
   SUBSYNC_CSV_BOM: z
     .enum(['true', 'false', '1', '0', 'yes', 'no'])
-    .default('true')
     .transform((flag) => flag === 'true' || flag === '1' || flag === 'yes'),
   SUBSYNC_CARD_KEY: z
     .string()
@@ -331,8 +330,7 @@ const EnvSchema = z.object({
     .optional(),
   SUBSYNC_CARD_KEY_ID: z
     .string()
-    .regex(/^[A-Za-z0-9_-]{1,32}$/)
-    .default('k1'),
+    .regex(/^[A-Za-z0-9_-]{1,32}$/),
   SUBSYNC_DASHBOARD_TOKEN: z.string().min(16).optional(),
   SUBSYNC_DASHBOARD_HOSTS: z
     .string()
@@ -343,12 +341,11 @@ const EnvSchema = z.object({
     .string()
     .regex(/^\d+$/)
     .transform(Number)
-    .pipe(z.number().int().min(0).max(Number.MAX_SAFE_INTEGER))
-    .default(DEFAULT_SETTLE_MS),
-  SUBSYNC_FAILED_RETENTION_DAYS: wholeNumber.pipe(z.number().max(36_500)).default(DEFAULT_FAILED_RETENTION_DAYS),
-  SUBSYNC_RETENTION_DAYS: wholeNumber.pipe(z.number().max(36_500)).default(DEFAULT_RETENTION_DAYS),
-  SUBSYNC_HTTP_TIMEOUT_MS: wholeNumber.default(HTTP_DEFAULTS.requestTimeoutMs),
-  SUBSYNC_JOB_LOCK_MS: wholeNumber.pipe(z.number().min(2000)).default(JOB_LOCK_MS),
+    .pipe(z.number().int().min(0).max(Number.MAX_SAFE_INTEGER)),
+  SUBSYNC_FAILED_RETENTION_DAYS: wholeNumber.pipe(z.number().max(36_500)),
+  SUBSYNC_RETENTION_DAYS: wholeNumber.pipe(z.number().max(36_500)),
+  SUBSYNC_HTTP_TIMEOUT_MS: wholeNumber,
+  SUBSYNC_JOB_LOCK_MS: wholeNumber.pipe(z.number().min(2000)),
   SUBSYNC_CARD_KEYS_PREVIOUS: z
     .string()
     .regex(/^[A-Za-z0-9_-]{1,32}:[0-9a-fA-F]{64}(,[A-Za-z0-9_-]{1,32}:[0-9a-fA-F]{64})*$/)
@@ -357,9 +354,8 @@ const EnvSchema = z.object({
   SUBSYNC_QUEUE_PREFIX: z
     .string()
     .max(64)
-    .regex(/^(?:\{[A-Za-z0-9_.-]+\})?[A-Za-z0-9_.-]*$/)
-    .default('subsync'),
-  SUBSYNC_LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
+    .regex(/^(?:\{[A-Za-z0-9_.-]+\})?[A-Za-z0-9_.-]*$/),
+  SUBSYNC_LOG_LEVEL: z.enum(LOG_LEVELS),
 }).superRefine((env, ctx) => {
   // The HTTP timeout must stay well under the job lock, so a live job is never taken for a dead one.
   if (env.SUBSYNC_HTTP_TIMEOUT_MS * 2 >= env.SUBSYNC_JOB_LOCK_MS) {
@@ -371,17 +367,33 @@ const EnvSchema = z.object({
   }
 });
 
+/** The names of the variables {@link loadConfig}'s schema checks: the same as {@link CONFIG_VARIABLES}'s (a test holds them to it). */
+export const SCHEMA_VARIABLES: readonly string[] = Object.keys(EnvSchema.shape);
+
+/** Options of {@link loadConfig}. */
+export interface LoadConfigOptions {
+  /**
+   * Defaults of this command in place of the table's, by variable name: the
+   * demo is quiet unless asked (`{ SUBSYNC_LOG_LEVEL: 'error' }`).
+   */
+  defaults?: Readonly<Record<string, string>>;
+}
+
 /**
- * Reads and validates every variable of {@link CONFIG_VARIABLES} from `env`.
+ * Reads and validates every variable of {@link CONFIG_VARIABLES} from `env`;
+ * an absent one takes its default from that table (or from `options.defaults`).
  *
  * @param env - the environment; defaults to `process.env`. Tests pass their own.
  * @throws ConfigError listing every bad value at once.
  */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadConfigOptions = {}): Config {
+  for (const name of Object.keys(options.defaults ?? {})) variable(name);
+  const given: Record<string, string | undefined> = {};
   const raw: Record<string, string | undefined> = {};
-  for (const { name } of CONFIG_VARIABLES) {
+  for (const { name, default: fallback } of CONFIG_VARIABLES) {
     const value = env[name];
-    raw[name] = value === '' ? undefined : value;
+    given[name] = value === '' ? undefined : value;
+    raw[name] = given[name] ?? options.defaults?.[name] ?? fallback;
   }
 
   const parsed = EnvSchema.safeParse(raw);
@@ -390,7 +402,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     // One problem per variable, whatever the number of rules it broke, in table order.
     const problems = CONFIG_VARIABLES.filter(({ name }) => bad.has(name)).map((v) => ({
       variable: v.name,
-      value: echo(v, raw[v.name]),
+      value: echo(v, given[v.name]),
       expected: v.expected,
     }));
     throw new ConfigError(problems);

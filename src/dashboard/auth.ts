@@ -24,6 +24,7 @@
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { networkInterfaces } from 'node:os';
+import { SubsyncError } from '../errors.js';
 
 export const SESSION_COOKIE = 'subsync_session';
 
@@ -130,11 +131,10 @@ export function safeNext(next: unknown): string {
 }
 
 /** The dashboard is to listen beyond this machine without SUBSYNC_DASHBOARD_TOKEN: refused at start (exit 78). */
-export class DashboardNeedsTokenError extends Error {
+export class DashboardNeedsTokenError extends SubsyncError {
   readonly code = 'DASHBOARD_NEEDS_TOKEN';
   constructor(host: string) {
     super(`the dashboard on ${host} (not a loopback address) needs SUBSYNC_DASHBOARD_TOKEN (16+ characters, e.g. \`openssl rand -hex 16\`); or listen on 127.0.0.1`);
-    this.name = 'DashboardNeedsTokenError';
   }
 }
 

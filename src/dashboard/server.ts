@@ -25,6 +25,7 @@ import fastifyCookie from '@fastify/cookie';
 import fastifyFormbody from '@fastify/formbody';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { z } from 'zod';
+import { isServerErrorStatus } from '../policy.js';
 import type { Runtime } from '../runtime.js';
 import { DASHBOARD_CSS, DASHBOARD_JS } from './assets.js';
 import { allowedHosts, createAuth, hostAllowed, requireTokenOffLoopback, safeNext, sameOrigin, SESSION_COOKIE, type DashboardAuth } from './auth.js';
@@ -120,9 +121,11 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   app.setNotFoundHandler((request, reply) => sendPage(ctx, request, reply, { title: 'Not found', body: html`<p>Nothing at <code>${request.url}</code>. <a href="/">Imports</a></p>` }, 404));
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const status = error instanceof z.ZodError ? 400 : (error.statusCode ?? 500);
-    if (status >= 500) request.log.error({ err: error, url: request.url }, 'dashboard request failed');
-    const text = status >= 500 ? 'Something went wrong; the details are in the log.' : error instanceof z.ZodError ? 'The request is malformed.' : error.message;
-    return sendPage(ctx, request, reply, { title: status >= 500 ? 'Error' : 'Bad request', body: html`<p>${text}</p>` }, status);
+    // The dashboard's own fault: logged, and its details kept off the page.
+    const fault = isServerErrorStatus(status);
+    if (fault) request.log.error({ err: error, url: request.url }, 'dashboard request failed');
+    const text = fault ? 'Something went wrong; the details are in the log.' : error instanceof z.ZodError ? 'The request is malformed.' : error.message;
+    return sendPage(ctx, request, reply, { title: fault ? 'Error' : 'Bad request', body: html`<p>${text}</p>` }, status);
   });
 
   app.get('/assets/dashboard.css', async (_request, reply) => reply.type('text/css; charset=utf-8').send(DASHBOARD_CSS));

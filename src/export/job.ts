@@ -413,6 +413,6 @@ function addedAfterStart(full: PagedListing | undefined, count: number, complete
 }
 
 function describe(error: unknown): string {
-  if (error instanceof ApiError) return error.apiMessage ? `${error.apiMessage} (${error.code}${error.status ? ` ${error.status}` : ''})` : error.message;
+  if (error instanceof ApiError) return error.reason;
   return error instanceof Error ? error.message : String(error);
 }

@@ -8,6 +8,7 @@ import { enqueueFinalize, getRowJob, rowJobOptions, type Queues, type RowJobData
 import { planOf } from '../store/plan.js';
 import type { ImportRecord, ImportStore, LedgerEntry } from '../store/importStore.js';
 import { jobNameOf } from './producer.js';
+import { SubsyncError } from '../errors.js';
 
 /**
  * Edit and retry: support staff fix a row that did not
@@ -62,7 +63,7 @@ export type EditRefusal =
   /** The edited row still breaks a rule: `rowErrors` says which. */
   | 'invalid';
 
-export class EditRefusedError extends Error {
+export class EditRefusedError extends SubsyncError {
   readonly code = 'EDIT_REFUSED';
   readonly reason: EditRefusal;
   /** For `invalid`: every rule the edited row breaks, each naming its column. */
@@ -70,7 +71,6 @@ export class EditRefusedError extends Error {
 
   constructor(reason: EditRefusal, message: string, rowErrors: readonly RowError[] = []) {
     super(message);
-    this.name = 'EditRefusedError';
     this.reason = reason;
     this.rowErrors = rowErrors;
   }

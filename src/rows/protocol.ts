@@ -21,6 +21,7 @@ import { decide, mayHaveAppliedNote, notFoundNote, provenNotApplied, reasonOf, t
 import { countedApi, noCalls, type CallFigures } from './figures.js';
 import { RowUnrunnableError, type BatchInput, type BatchPort, type BatchResult, type RowJobInput, type RowJobPort, type RowJobResult } from './interfaces.js';
 import { keptSecrets, openCells } from './sealed.js';
+import { SubsyncError } from '../errors.js';
 
 export interface RowProtocolOptions {
   store: ImportStore;
@@ -83,7 +84,9 @@ type Attempt =
   | { kind: 'deferred' };
 
 /** Thrown by markSent when another run settled the row meanwhile: this attempt stops before sending. */
-class RowTakenError extends Error {}
+class RowTakenError extends SubsyncError {
+  readonly code = 'ROW_TAKEN';
+}
 
 type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred';
 
@@ -188,7 +191,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       markSent: async () => {
         sentNow = true;
         // The row is marked sent before the request leaves, so a crash after this line reconciles instead of re-creating.
-        if (!(await (premarked ?? write({ ...entry, status: 'sent' })))) throw new RowTakenError();
+        if (!(await (premarked ?? write({ ...entry, status: 'sent' })))) throw new RowTakenError('another run settled the row meanwhile');
       },
       recordPreexisting: async (ids) => {
         await write({ ...entry, preexisting: [...ids] });
