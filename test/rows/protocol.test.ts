@@ -190,6 +190,24 @@ describe('the row protocol, without a queue', () => {
     for (const r of [1, 2]) expect(await w.store.getRow(importId, r)).toMatchObject({ status: 'created', customerId: '999999' });
   });
 
+  it('once the process is closing, a batch starts no more rows: they stay as they were, their cells kept, for the batch\'s next run', async () => {
+    world = await openRowsWorld();
+    const w = world;
+    const { importId } = await seedImport(w.store, { kind: 'customers', headers: CUSTOMER_HEADERS, rows: [person(1), person(2)], job: 'customer.create' });
+    const keyring: CardKeyring = { current: { id: 'k1', key: randomBytes(32) } };
+    const { protocol } = protocolOn(w, { keyring });
+    const port = runner();
+    protocol.stopStarting();
+    const secrets = { '1': sealSecrets(keyring, {}) };
+    expect(await protocol.runBatch({ importId, rows: [1, 2], secrets }, port)).toEqual({ settled: 0, handed: 0, skipped: 0, deferred: 2 });
+    expect(w.requests).toEqual([]);
+    expect(port.sealed.size).toBe(0);
+    expect(await w.store.getRows(importId, [1, 2])).toEqual([
+      { cells: person(1), job: 'customer.create', status: 'pending', attempts: 0 },
+      { cells: person(2), job: 'customer.create', status: 'pending', attempts: 0 },
+    ]);
+  });
+
   it('a batch hands a transient failure to a job of its own, which retries it', async () => {
     world = await openRowsWorld();
     const w = world;
