@@ -47,6 +47,16 @@ export interface Config {
   cardKeysPrevious: Array<{ id: string; key: Buffer }>;
   /** SUBSYNC_DASHBOARD_TOKEN: when set, every dashboard route requires it; required when the dashboard listens beyond loopback. */
   dashboardToken?: string;
+  /** SUBSYNC_DASHBOARD_TOKENS: named dashboard tokens, each with its role (viewer, operator, admin). */
+  dashboardTokens: Array<{ name: string; role: 'viewer' | 'operator' | 'admin'; token: string }>;
+  /** SUBSYNC_DASHBOARD_URL: the dashboard's address as people reach it, for links in notifications; unset sends none. */
+  dashboardUrl?: string;
+  /** SUBSYNC_WEBHOOK_URL: where lifecycle events are POSTed (src/notify/); unset sends none. */
+  webhookUrl?: string;
+  /** SUBSYNC_WEBHOOK_SECRET: the HMAC-SHA256 key of the X-Subsync-Signature header. */
+  webhookSecret?: string;
+  /** SUBSYNC_ACTOR: who the audit trail records for commands; default `cli:<os user>`. */
+  actor?: string;
   /** SUBSYNC_DASHBOARD_HOSTS: Host header names the dashboard answers besides localhost names and its own address (lower case, no port). */
   dashboardHosts: string[];
   /** SUBSYNC_INBOX_SETTLE_MS: how long an inbox file must stay unchanged before it is taken. Default {@link DEFAULT_SETTLE_MS}. */
@@ -176,6 +186,42 @@ export const CONFIG_VARIABLES: readonly ConfigVariable[] = [
     description: 'When set, every dashboard route requires this token; required when the dashboard listens beyond loopback.',
     expected: 'at least 16 characters',
     secret: true,
+  },
+  {
+    name: 'SUBSYNC_DASHBOARD_TOKENS',
+    default: undefined,
+    description: 'Named dashboard tokens with roles, name:role:token separated by commas; roles viewer (reads), operator (also retries, edits, cancels, pauses), admin (also schedules and settings). SUBSYNC_DASHBOARD_TOKEN, when set too, is the user admin.',
+    expected:
+      'comma-separated name:role:token entries: name 1-32 of A-Z a-z 0-9 _ . - (unique, and not "admin" when SUBSYNC_DASHBOARD_TOKEN is set), role viewer, operator or admin, token at least 16 characters without commas (each token different)',
+    secret: true,
+  },
+  {
+    name: 'SUBSYNC_DASHBOARD_URL',
+    default: undefined,
+    description: "The dashboard's address as its users reach it, for the links in notifications.",
+    expected: 'an http:// or https:// URL, e.g. https://subsync.internal:8080',
+    secret: false,
+  },
+  {
+    name: 'SUBSYNC_WEBHOOK_URL',
+    default: undefined,
+    description: 'Where import and export events are POSTed as JSON (a Slack incoming webhook works); unset sends none.',
+    expected: 'an http:// or https:// URL, e.g. https://hooks.slack.com/services/…',
+    secret: true,
+  },
+  {
+    name: 'SUBSYNC_WEBHOOK_SECRET',
+    default: undefined,
+    description: 'Key of the X-Subsync-Signature header (HMAC-SHA256 of the body); unset sends no signature.',
+    expected: 'at least 16 characters',
+    secret: true,
+  },
+  {
+    name: 'SUBSYNC_ACTOR',
+    default: undefined,
+    description: 'Who the audit trail records for the commands run in this environment; unset, cli:<the os user>.',
+    expected: '1 to 100 printable characters',
+    secret: false,
   },
   {
     name: 'SUBSYNC_DASHBOARD_HOSTS',
@@ -332,6 +378,34 @@ const EnvSchema = z.object({
     .string()
     .regex(/^[A-Za-z0-9_-]{1,32}$/),
   SUBSYNC_DASHBOARD_TOKEN: z.string().min(16).optional(),
+  SUBSYNC_DASHBOARD_TOKENS: z
+    .string()
+    .transform((text) => text.split(',').map((entry) => entry.trim()).filter((entry) => entry !== ''))
+    .pipe(
+      z
+        .array(
+          z
+            .string()
+            .regex(/^[A-Za-z0-9_.-]{1,32}:(viewer|operator|admin):[^,\s]{16,}$/)
+            .transform((entry) => {
+              const [name = '', role = '', ...token] = entry.split(':');
+              return { name, role: z.enum(['viewer', 'operator', 'admin']).parse(role), token: token.join(':') };
+            }),
+        )
+        .min(1)
+        .refine((tokens) => new Set(tokens.map((t) => t.name)).size === tokens.length && new Set(tokens.map((t) => t.token)).size === tokens.length),
+    )
+    .optional(),
+  SUBSYNC_DASHBOARD_URL: z
+    .url({ protocol: /^https?$/ })
+    .transform((url) => url.replace(/\/+$/, ''))
+    .optional(),
+  SUBSYNC_WEBHOOK_URL: z.url({ protocol: /^https?$/ }).optional(),
+  SUBSYNC_WEBHOOK_SECRET: z.string().min(16).optional(),
+  SUBSYNC_ACTOR: z
+    .string()
+    .regex(/^[\x20-\x7e\u00a0-\uffff]{1,100}$/)
+    .optional(),
   SUBSYNC_DASHBOARD_HOSTS: z
     .string()
     .transform((text) => text.split(',').map((name) => name.trim().toLowerCase()).filter((name) => name !== ''))
@@ -360,6 +434,10 @@ const EnvSchema = z.object({
   // The HTTP timeout must stay well under the job lock, so a live job is never taken for a dead one.
   if (env.SUBSYNC_HTTP_TIMEOUT_MS * 2 >= env.SUBSYNC_JOB_LOCK_MS) {
     ctx.addIssue({ code: 'custom', path: ['SUBSYNC_HTTP_TIMEOUT_MS'], message: 'not under half the job lock' });
+  }
+  // The single token is the user admin: a named token cannot take that name.
+  if (env.SUBSYNC_DASHBOARD_TOKEN !== undefined && env.SUBSYNC_DASHBOARD_TOKENS?.some((t) => t.name === 'admin')) {
+    ctx.addIssue({ code: 'custom', path: ['SUBSYNC_DASHBOARD_TOKENS'], message: 'admin is the single token' });
   }
   // On a cluster, the scripts need every key in one slot (a hash-tagged prefix), and there is only database 0.
   if (env.SUBSYNC_REDIS_CLUSTER && (!env.SUBSYNC_QUEUE_PREFIX.startsWith('{') || !/^\/?0?$/.test(new URL(env.REDIS_URL).pathname))) {
@@ -427,6 +505,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadCo
     cardKey: e.SUBSYNC_CARD_KEY,
     cardKeyId: e.SUBSYNC_CARD_KEY_ID,
     dashboardToken: e.SUBSYNC_DASHBOARD_TOKEN,
+    dashboardTokens: e.SUBSYNC_DASHBOARD_TOKENS ?? [],
+    dashboardUrl: e.SUBSYNC_DASHBOARD_URL,
+    webhookUrl: e.SUBSYNC_WEBHOOK_URL,
+    webhookSecret: e.SUBSYNC_WEBHOOK_SECRET,
+    actor: e.SUBSYNC_ACTOR,
     dashboardHosts: e.SUBSYNC_DASHBOARD_HOSTS ?? [],
     inboxSettleMs: e.SUBSYNC_INBOX_SETTLE_MS,
     failedRetentionDays: e.SUBSYNC_FAILED_RETENTION_DAYS,

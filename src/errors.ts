@@ -78,6 +78,9 @@ export const ERROR_CODES = {
   EXPORT_SPOOL_CORRUPT: "a spooled page of an export's listing is unreadable",
   EXPORT_EMPTY_SEARCH_REFUSED: 'the service refused a search for every customer; the listing falls back to partitions',
   SCHEDULE_INVALID: 'a bad cron pattern or time zone for the export schedule',
+  // Notifications (src/notify/notifier.ts): a delivery job retries on these.
+  WEBHOOK_UNANSWERED: 'the webhook (SUBSYNC_WEBHOOK_URL) did not answer in time, or the connection failed',
+  WEBHOOK_REFUSED: 'the webhook answered with an error status (a 5xx, 408, 425 or 429 is retried; any other ends the delivery)',
 } as const satisfies Record<string, string>;
 
 /** One of the stable codes of {@link ERROR_CODES}. */

@@ -32,6 +32,11 @@ describe('loadConfig', () => {
       cardKey: undefined,
       cardKeyId: 'k1',
       dashboardToken: undefined,
+      dashboardTokens: [],
+      dashboardUrl: undefined,
+      webhookUrl: undefined,
+      webhookSecret: undefined,
+      actor: undefined,
       dashboardHosts: [],
       inboxSettleMs: DEFAULT_SETTLE_MS,
       failedRetentionDays: DEFAULT_FAILED_RETENTION_DAYS,
@@ -84,6 +89,28 @@ describe('loadConfig', () => {
     expect(config.logLevel).toBe('debug');
   });
 
+  it('reads named dashboard tokens with their roles, the webhook, the dashboard URL and the actor', () => {
+    const config = loadConfig({
+      SUBSYNC_DASHBOARD_TOKENS: 'vera:viewer:0123456789abcdef, otto:operator:with:colons:0123456789',
+      SUBSYNC_WEBHOOK_URL: 'https://hooks.example/services/T0/B0/secretpath',
+      SUBSYNC_WEBHOOK_SECRET: 's'.repeat(16),
+      SUBSYNC_DASHBOARD_URL: 'https://subsync.internal:8080/',
+      SUBSYNC_ACTOR: 'ci:nightly',
+    });
+    expect(config.dashboardTokens).toEqual([
+      { name: 'vera', role: 'viewer', token: '0123456789abcdef' },
+      { name: 'otto', role: 'operator', token: 'with:colons:0123456789' },
+    ]);
+    expect(config).toMatchObject({ webhookUrl: 'https://hooks.example/services/T0/B0/secretpath', dashboardUrl: 'https://subsync.internal:8080', actor: 'ci:nightly' });
+  });
+
+  it('refuses a named token called admin beside SUBSYNC_DASHBOARD_TOKEN (that one is the user admin), never echoing either', () => {
+    const bad = () => loadConfig({ SUBSYNC_DASHBOARD_TOKEN: 't'.repeat(16), SUBSYNC_DASHBOARD_TOKENS: 'admin:viewer:0123456789abcdef' });
+    expect(bad).toThrow(/SUBSYNC_DASHBOARD_TOKENS=\(hidden\)/);
+    expect(bad).not.toThrow(/0123456789abcdef/);
+    expect(loadConfig({ SUBSYNC_DASHBOARD_TOKENS: 'admin:viewer:0123456789abcdef' }).dashboardTokens[0]?.name).toBe('admin');
+  });
+
   it('resolves a relative data dir to an absolute path', () => {
     expect(loadConfig({ SUBSYNC_DATA_DIR: 'data/here' }).dataDir).toBe(path.resolve('data/here'));
   });
@@ -112,6 +139,12 @@ describe('loadConfig', () => {
     ['SUBSYNC_CARD_KEY_ID', 'has space', '1 to 32 characters'],
     ['SUBSYNC_CARD_KEY_ID', 'k'.repeat(33), '1 to 32 characters'],
     ['SUBSYNC_DASHBOARD_TOKEN', 'short', 'at least 16 characters'],
+    ['SUBSYNC_DASHBOARD_TOKENS', 'alice:viewer:short', 'name:role:token'],
+    ['SUBSYNC_DASHBOARD_TOKENS', 'alice:owner:0123456789abcdef', 'name:role:token'],
+    ['SUBSYNC_DASHBOARD_TOKENS', 'alice:viewer:0123456789abcdef,alice:admin:fedcba9876543210', 'unique'],
+    ['SUBSYNC_DASHBOARD_TOKENS', 'alice:viewer:0123456789abcdef,bob:admin:0123456789abcdef', 'each token different'],
+    ['SUBSYNC_WEBHOOK_URL', 'ftp://hooks.example', 'http:// or https:// URL'],
+    ['SUBSYNC_WEBHOOK_SECRET', 'short', 'at least 16 characters'],
     ['SUBSYNC_DASHBOARD_HOSTS', 'evil.example:8080', 'without ports'],
     ['SUBSYNC_DASHBOARD_HOSTS', 'a b', 'without ports'],
     ['SUBSYNC_DASHBOARD_HOSTS', ' , ', 'without ports'],

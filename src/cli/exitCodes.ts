@@ -92,6 +92,9 @@ export const EXIT_OF_CODE: Readonly<Record<SubsyncErrorCode, ExitOfError>> = {
   // The listing falls back to partitions.
   EXPORT_EMPTY_SEARCH_REFUSED: 'unexpected',
   SCHEDULE_INVALID: 'usage',
+  // Inside a worker's delivery of a notification: its job retries.
+  WEBHOOK_UNANSWERED: 'unexpected',
+  WEBHOOK_REFUSED: 'unexpected',
 };
 
 /** What the CLI does with an error: the code to exit with, and what to print on stderr (if anything). */

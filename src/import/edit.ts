@@ -6,6 +6,7 @@ import { scrubSecrets } from '../secrets.js';
 import { PROBLEM_STATUSES, type JobName, type RowStatus } from '../outcomes.js';
 import { enqueueFinalize, getRowJob, rowJobOptions, type Queues, type RowJobData } from '../queue/queues.js';
 import { planOf } from '../store/plan.js';
+import { rowTermDigests, searchableCells } from './searchTerms.js';
 import type { ImportRecord, ImportStore, LedgerEntry } from '../store/importStore.js';
 import { jobNameOf } from './producer.js';
 import { SubsyncError } from '../errors.js';
@@ -184,6 +185,8 @@ export async function editAndRetryRow(
   // Reopening is the lock: it only takes a settled row, so of two racing edits (or an edit and a retry) one wins.
   const round = await store.reopenRow(importId, row, reopened);
   if (round === undefined) throw new EditRefusedError('busy', `row ${row} is no longer settled: it was retried meanwhile`);
+  // Found by its new values too (a search checks each hit against the row as it is now).
+  await store.addSearchTerms(importId, new Map(rowTermDigests(searchableCells(plan, reopened.cells)).map((digest) => [digest, [row]])));
 
   const data: RowJobData = { importId, row };
   // (A customers row without a password has nothing to seal.)
