@@ -21,12 +21,8 @@ import type { ImportKind, JobName, RowOutcome, RowStatus } from '../outcomes.js'
 import type { RowGate } from '../import/runState.js';
 import { SubsyncError } from '../errors.js';
 
-/** A row that failed for good in its batch: its own job settles it so, without a request. */
-export interface RowVerdict {
-  status: 'failed' | 'needs-review';
-  note: string;
-  candidates?: readonly string[];
-}
+/** The outcome of a row that failed for good in its batch: its own job settles it so, without a request. */
+export type RowVerdict = Pick<RowOutcome, 'candidates'> & { status: 'failed' | 'needs-review'; note: string };
 
 /** A row's own job, as one run of it sees it. */
 export interface RowJobInput {
