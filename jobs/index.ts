@@ -15,9 +15,8 @@ export interface RowJob {
   readBack?: ReadBack;
   /**
    * Without the duplicate guard, the processor's first step on a pending row
-   * is to mark it `sent`, before any request: the protocol may mark it a
-   * little early, with the other rows of its batch in one Redis call, and
-   * changes nothing it does.
+   * is to mark it `sent`, before any request; the protocol claims a row
+   * whose job does not (an update) before it starts instead.
    */
   marksSentFirst: boolean;
 }

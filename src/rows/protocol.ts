@@ -19,7 +19,7 @@ import { isSettled, outcomeOf, withOutcome, type LedgerEntry } from '../store/le
 import { coalesce, GATHER_MS, slottedApi, Slots } from './coalesce.js';
 import { decide, mayHaveAppliedNote, notFoundNote, provenNotApplied, reasonOf, type Decision } from '../api/decision.js';
 import { countedApi, noCalls, type CallFigures } from './figures.js';
-import { RowUnrunnableError, type BatchInput, type BatchPort, type BatchResult, type RowJobInput, type RowJobPort, type RowJobResult } from './interfaces.js';
+import { RowUnrunnableError, type BatchInput, type BatchPort, type BatchResult, type RowJobInput, type RowJobPort, type RowJobResult, type RowRunGate } from './interfaces.js';
 import { keptSecrets, openCells } from './sealed.js';
 import { SubsyncError } from '../errors.js';
 
@@ -43,7 +43,12 @@ export interface RowProtocolOptions {
   failures?: FailureLog;
   /** Told when a settle completed an import's round: its results are due. */
   onComplete(importId: string, round: number): Promise<void>;
+  /** Paused, held (a canary) and cancelling imports; without it every import runs. */
+  runGate?: RowRunGate;
 }
+
+/** Every import runs: the gate of a protocol given none. */
+const ALWAYS_GO: RowRunGate = { gate: async () => 'go', cancelRow: async () => false, refused: async () => false, settled: async () => undefined };
 
 export interface RowProtocol {
   /** One run of a row's own job. */
@@ -72,8 +77,6 @@ interface RowRun {
   log: () => Logger;
   /** A batch's row: when the process is closing, it does not start, and goes back with its batch. */
   deferrable: boolean;
-  /** Marked `sent` with its batch, before it started (its job marks itself sent first): true when the mark was written. */
-  premarked?: boolean;
 }
 
 /** How one attempt ended. `entry` is the row's ledger entry as this attempt left it. */
@@ -83,14 +86,18 @@ type Attempt =
   /** Another run settled the row meanwhile. */
   | { kind: 'taken' }
   /** The process is closing: the row was not started. */
-  | { kind: 'deferred' };
+  | { kind: 'deferred' }
+  /** The import is paused (or held by its canary): the row was not started. */
+  | { kind: 'held' }
+  /** The import is cancelling and the ledger refused to let this row be sent: it settled `cancelled`. */
+  | { kind: 'cancelled' };
 
 /** Thrown by markSent when another run settled the row meanwhile: this attempt stops before sending. */
 class RowTakenError extends SubsyncError {
   readonly code = 'ROW_TAKEN';
 }
 
-type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred';
+type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred' | 'held';
 
 /**
  * The life of a row, from `pending` to settled, whatever runs its jobs:
@@ -107,15 +114,16 @@ type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred';
  * - Settling is once per row (a Lua script refuses a settled row): the
  *   first run to settle wins, and a run whose `sent` mark is refused stops
  *   before sending (taken).
- * - After a failed attempt, `decide` (src/api/decision.ts) says what next: wait for
- *   the budget without spending an attempt, retry with backoff, or settle
- *   (failed, read back, needs review).
+ * - After a failed attempt, `decide` (src/api/decision.ts) says what
+ *   next: wait for the budget without spending an attempt, retry with
+ *   backoff, or settle (failed, read back, needs review).
  * - A batch runs its rows side by side and settles each that succeeds; a
  *   row that fails is handed to a job of its own, which owns the row's
  *   retries from then on (and a batch run again leaves it to that job).
  *
  * Ledger writes of rows that finish in the same turn of the event loop go
- * to Redis in one script call (coalesce.ts).
+ * to Redis in one script call (coalesce.ts). docs/row-protocol.md tells
+ * the states, who writes what, and the decision as a table.
  */
 export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
   const { store, api, budget, logger } = options;
@@ -125,6 +133,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
   const slotted = slottedApi(api, slots);
   // Ledger writes are gathered for GATHER_MS only while rows wait for a slot (their wait costs no request).
   const gather = (): number => (slots.waiting > 0 ? GATHER_MS : 0);
+  const gate = options.runGate ?? ALWAYS_GO;
   let closing = false;
   // Import records do not change once enqueued (but for counts, kept elsewhere).
   const imports = new Map<string, Promise<KnownImport | undefined>>();
@@ -154,6 +163,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     });
     for (const { kind, status, count } of tally.values()) observeRowSettled(kind, status, count);
     if (result.complete) await options.onComplete(importId, result.round);
+    await gate.settled(importId, rows.map((r) => r.row));
     return result.applied;
   }, gather);
 
@@ -181,6 +191,9 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       return writeUnsettled(importId, { row, entry });
     };
     const job = ROW_JOBS[run.name];
+    // A row whose request is never marked sent (an update) is claimed instead, before it starts: a cancel
+    // leaves a claimed row to its run, and the ledger refuses the claim once the import is cancelling.
+    const claim = !job.marksSentFirst && stored.status === 'pending' && stored.claimed !== true;
     const guard = known.record.options.allowDuplicates ? undefined : options.guard;
     const ctx: RowContext = {
       importId,
@@ -195,10 +208,6 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       markSent: async () => {
         sentNow = true;
         // The row is marked sent before the request leaves, so a crash after this line reconciles instead of re-creating.
-        if (run.premarked === true) {
-          entry = { ...entry, status: 'sent' };
-          return;
-        }
         if (!(await write({ ...entry, status: 'sent' }))) throw new RowTakenError('another run settled the row meanwhile');
       },
       recordPreexisting: async (ids) => {
@@ -212,20 +221,27 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       },
     };
     try {
-      const outcome = await admitted.run(async () => (closing && run.deferrable ? undefined : job.process(ctx)));
-      if (outcome === undefined) {
-        // Marked with its batch but never sent: back as it was, so its next run does not read back for nothing.
-        if (run.premarked === true) await write(stored);
-        return { kind: 'deferred' };
+      const outcome = await admitted.run(async () => {
+        if (closing && run.deferrable) return undefined;
+        // Asked as the row is let in, right before it starts: a pause stops the rows that waited.
+        const verdict = await gate.gate(importId, row);
+        if (verdict === 'hold') return 'held' as const;
+        if (verdict === 'cancel' && stored.status === 'pending') throw new RowTakenError('the import is cancelling: this row is not sent');
+        if (claim && !(await write({ ...entry, claimed: true }))) throw new RowTakenError('the claim was refused: the row settled meanwhile, or the import is cancelling');
+        return job.process(ctx);
+      });
+      if (outcome === undefined || outcome === 'held') {
+        return { kind: outcome === 'held' ? 'held' : 'deferred' };
       }
       return { kind: 'outcome', entry: withOutcome(entry, outcome), status: outcome.status };
     } catch (caught) {
-      if (caught instanceof RowTakenError) return { kind: 'taken' };
+      // Refused by a cancel (not by a settle elsewhere): the row is cancelled, never sent.
+      if (caught instanceof RowTakenError) return (await gate.refused(importId, row, known.record.kind)) ? { kind: 'cancelled' } : { kind: 'taken' };
       // The row's own card number, CVC and password leave no trace in what follows: the ledger's
       // note, the job's failed reason and stack, the logs (src/secrets.ts).
       const error = withoutSecrets(caught, secretValues(known.plan, run.cells));
       // This attempt's request cannot have been applied: nothing to reconcile next time.
-      if ((sentNow || run.premarked === true) && provenNotApplied(error)) await write({ ...entry, status: 'pending' });
+      if (sentNow && provenNotApplied(error)) await write({ ...entry, status: 'pending' });
       return { kind: 'error', error, entry, ctx };
     }
   }
@@ -277,6 +293,12 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       return { kind: 'failed', outcome };
     }
     if (isSettled(stored.status)) return { kind: 'already', status: stored.status };
+    // A paused (or held) import's row goes back without spending an attempt; a cancelling one's unsent row is cancelled.
+    const verdict = await gate.gate(importId, row);
+    if (verdict === 'hold') return { kind: 'held' };
+    if (verdict === 'cancel' && stored.status === 'pending') {
+      return (await gate.cancelRow(importId, row, record.kind)) ? { kind: 'settled', status: 'cancelled' } : { kind: 'taken' };
+    }
 
     const after = input.after ?? 0;
     const attempt = after + input.attemptsMade + 1;
@@ -291,6 +313,8 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       const result = await attemptRow({ name: input.name, importId, row, known, stored, cells, log, deferrable: false }, figures);
       // (A row job's run is never deferred: only a batch's rows are.)
       if (result.kind === 'taken' || result.kind === 'deferred') return { kind: 'taken' };
+      if (result.kind === 'held') return { kind: 'held' };
+      if (result.kind === 'cancelled') return { kind: 'settled', status: 'cancelled' };
       if (result.kind === 'outcome') {
         await settleRow(importId, { row, entry: result.entry, figures: runFigures(), kind: record.kind });
         figuresAdded = true;
@@ -316,9 +340,11 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       await port.sealSecrets(row, keptSecrets(input.secrets, plan, options.keyring));
       await settleRow(importId, { row, entry: settled, figures: runFigures(), kind: record.kind });
       figuresAdded = true;
-      log().info({ status: settled.status, reason: settled.note }, 'row settled without success');
       const outcome = outcomeOf(settled);
       if (!outcome) throw new Error(`import ${importId} row ${row}: a concluded row is ${settled.status}`);
+      // Read back and found: the row's job ends as any that settled well.
+      if (SUCCESS_STATUSES.has(outcome.status)) return { kind: 'settled', status: outcome.status };
+      log().info({ status: settled.status, reason: settled.note }, 'row settled without success');
       return { kind: 'failed', outcome };
     } finally {
       if (!figuresAdded) await store.addFigures(importId, runFigures());
@@ -331,38 +357,15 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     if (!known || entries.some((e) => e === undefined)) throw new RowUnrunnableError(`import ${importId} batch ${input.jobId ?? '?'} has no record or ledger entries`);
     // Figures of attempts that settled nothing here (a 429, a row handed on); settled rows carry their own.
     const unsettled: RunFigures = { ...NO_FIGURES };
-    const premarked = await premarkBatch(importId, known, input.rows, entries as LedgerEntry[]);
     // Every row ends before the batch does, even when one fails (a Redis error): the batch runs
     // again only once none of its rows is still running here.
-    const ended = await Promise.allSettled(input.rows.map(async (row, i) => batchRow(input, port, known, row, entries[i] as LedgerEntry, unsettled, premarked.get(row))));
+    const ended = await Promise.allSettled(input.rows.map(async (row, i) => batchRow(input, port, known, row, entries[i] as LedgerEntry, unsettled)));
     await store.addFigures(importId, unsettled);
     const failure = ended.find((e) => e.status === 'rejected');
     if (failure) throw failure.reason;
-    const result: BatchResult = { settled: 0, handed: 0, skipped: 0, deferred: 0 };
+    const result: BatchResult = { settled: 0, handed: 0, skipped: 0, deferred: 0, held: 0 };
     for (const e of ended) if (e.status === 'fulfilled') result[e.value]++;
     return result;
-  }
-
-  /**
-   * Marks `sent`, in one script call, the batch's pending rows whose job
-   * marks itself sent first (not under the duplicate guard: a row it settles
-   * `exists` must never have looked sent): their requests then leave
-   * without a round trip of their own. Whether each mark was written (false:
-   * the row settled meanwhile), by row.
-   */
-  async function premarkBatch(importId: string, known: KnownImport, rows: readonly number[], entries: readonly LedgerEntry[]): Promise<Map<number, boolean>> {
-    const marks: Array<{ row: number; entry: LedgerEntry }> = [];
-    if (closing || (options.guard && !known.record.options.allowDuplicates)) return new Map();
-    const now = Date.now();
-    rows.forEach((row, i) => {
-      const stored = entries[i];
-      if (stored && stored.job !== null && ROW_JOBS[stored.job].marksSentFirst && stored.status === 'pending' && !stored.handed) {
-        marks.push({ row, entry: { ...stored, status: 'sent', attempts: stored.attempts + 1, lastAttemptAt: now } });
-      }
-    });
-    if (marks.length === 0) return new Map();
-    const written = await store.updateUnsettledRows(importId, marks);
-    return new Map(marks.map((m, i) => [m.row, written[i] === true]));
   }
 
   /**
@@ -371,7 +374,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
    * batches hold no card data) or once its own job holds them; a row not
    * started keeps them for the batch's next run.
    */
-  async function batchRow(input: BatchInput, port: BatchPort, known: KnownImport, row: number, stored: LedgerEntry, unsettled: RunFigures, premarked: boolean | undefined): Promise<BatchRowResult> {
+  async function batchRow(input: BatchInput, port: BatchPort, known: KnownImport, row: number, stored: LedgerEntry, unsettled: RunFigures): Promise<BatchRowResult> {
     const { importId } = input;
     const { record } = known;
     const token = input.secrets?.[String(row)];
@@ -402,28 +405,27 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     // retried from the dashboard): that job owns it, and its entry. Adding the job again is a no-op
     // while it is there, and makes sure it is.
     if (stored.handed) return addRowJob({ after: 1 });
-
-    // Its batch's mark was refused: the row settled meanwhile.
-    if (premarked === false) {
+    const verdict = await gate.gate(importId, row);
+    if (verdict === 'hold') return 'held';
+    if (verdict === 'cancel' && stored.status === 'pending') {
       await forget();
-      return 'skipped';
+      await gate.cancelRow(importId, row, record.kind);
+      return 'settled';
     }
+
     const cells = openCells(stored.cells, token, options.keyring);
     let current = stored;
-    // Only the first attempt goes on its batch's mark (one after a 429 marks itself again).
-    let marked = premarked;
     for (;;) {
       const figures: CallFigures = noCalls();
-      const result = await attemptRow({ name, importId, row, known, stored: current, cells, log, deferrable: true, premarked: marked }, figures);
-      marked = undefined;
-      if (result.kind === 'deferred') {
+      const result = await attemptRow({ name, importId, row, known, stored: current, cells, log, deferrable: true }, figures);
+      if (result.kind === 'deferred' || result.kind === 'held') {
         addTo(unsettled, figures);
-        return 'deferred';
+        return result.kind;
       }
-      if (result.kind === 'taken') {
+      if (result.kind === 'taken' || result.kind === 'cancelled') {
         addTo(unsettled, figures);
         await forget();
-        return 'skipped';
+        return result.kind === 'taken' ? 'skipped' : 'settled';
       }
       if (result.kind === 'outcome') {
         await forget();
@@ -467,6 +469,14 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
   };
 }
 
+function addTo(total: RunFigures, figures: CallFigures & Partial<RunFigures>): void {
+  total.apiCalls += figures.apiCalls;
+  total.searches += figures.searches;
+  total.reads += figures.reads;
+  total.rateLimited += figures.rateLimited;
+  total.retries += figures.retries ?? 0;
+}
+
 /**
  * Rows running at once per request slot: while one row's request is out,
  * others get ready (their claim, index read and `sent` mark: three Redis
@@ -475,11 +485,3 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
  * these, and batches take the rows not started back.
  */
 const ADMITTED_PER_SLOT = 4;
-
-function addTo(total: RunFigures, figures: CallFigures & Partial<RunFigures>): void {
-  total.apiCalls += figures.apiCalls;
-  total.searches += figures.searches;
-  total.reads += figures.reads;
-  total.rateLimited += figures.rateLimited;
-  total.retries += figures.retries ?? 0;
-}

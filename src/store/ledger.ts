@@ -30,6 +30,11 @@ export interface LedgerEntry extends Omit<RowOutcome, 'status'> {
    * kept for the dashboard): a batch run again leaves the row to that job.
    */
   handed?: boolean;
+  /**
+   * Claimed: a run is attempting the row (an update, whose request is never
+   * marked `sent`), so a cancel leaves it to that run (src/import/control.ts).
+   */
+  claimed?: boolean;
 }
 
 export const UNSETTLED_STATES = ['pending', 'sent'] as const;
@@ -80,6 +85,7 @@ const StoredEntrySchema = z.object({
   pre: z.array(z.string()).optional(),
   cand: z.array(z.string()).optional(),
   h: z.literal(1).optional(),
+  f: z.literal(1).optional(),
 });
 
 /** The entry as stored: JSON of its compact form (undefined fields left out). */
@@ -97,6 +103,7 @@ export function encodeEntry(entry: LedgerEntry): string {
     pre: entry.preexisting,
     cand: entry.candidates,
     h: entry.handed ? 1 : undefined,
+    f: entry.claimed ? 1 : undefined,
   });
 }
 
@@ -114,6 +121,7 @@ export function decodeEntry(text: string): LedgerEntry {
   if (stored.pre !== undefined) entry.preexisting = stored.pre;
   if (stored.cand !== undefined) entry.candidates = stored.cand;
   if (stored.h !== undefined) entry.handed = true;
+  if (stored.f !== undefined) entry.claimed = true;
   return entry;
 }
 
@@ -123,7 +131,12 @@ const STATES: ReadonlySet<unknown> = new Set([...UNSETTLED_STATES, ...ROW_STATUS
 const isText = (v: unknown): boolean => typeof v === 'string';
 const isTexts = (v: unknown): boolean => Array.isArray(v) && v.every(isText);
 
-/** What StoredEntrySchema accepts (and only that; other keys are left out by decodeEntry as by the schema), without a parse: the hot path's check. */
+/**
+ * What StoredEntrySchema accepts (and only that; other keys are left out by
+ * decodeEntry as by the schema), without a parse: the hot path's check. A
+ * field added to the schema is added here, or every entry that has it takes
+ * the slow path (still right).
+ */
 function isStoredEntry(value: unknown): value is StoredEntry {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
   const v = value as Record<string, unknown>;
@@ -139,6 +152,7 @@ function isStoredEntry(value: unknown): value is StoredEntry {
     (v.t === undefined || (typeof v.t === 'number' && Number.isFinite(v.t))) &&
     (v.pre === undefined || isTexts(v.pre)) &&
     (v.cand === undefined || isTexts(v.cand)) &&
-    (v.h === undefined || v.h === 1)
+    (v.h === undefined || v.h === 1) &&
+    (v.f === undefined || v.f === 1)
   );
 }

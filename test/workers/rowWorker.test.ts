@@ -72,29 +72,6 @@ describe('batch jobs', () => {
     expect(seen.filter((r) => r.endpoint === 'searchCustomers').length).toBeGreaterThanOrEqual(1);
   });
 
-  it('mark the creates of a batch sent, all in one go, before the first of them is sent (imports without the duplicate guard)', async () => {
-    pipeline = await startPipeline({ workers: false, seed: false });
-    const { store, queues, keyring, logger } = pipeline.runtime;
-    const lines = ['FirstName,LastName,EmailAddress'];
-    for (let i = 1; i <= 25; i++) lines.push(`Row${i},Marked,row${i}@example.com`);
-    const result = await importFile({ file: await pipeline.file('rows.csv', `${lines.join('\n')}\n`), allowDuplicates: true }, { store, queues, keyring, logger });
-    expect(result.outcome).toBe('enqueued');
-    const rows = Array.from({ length: 25 }, (_, i) => i + 1);
-    // The ledger as the first create reaches the service.
-    let atFirstCreate: Promise<unknown[]> | undefined;
-    pipeline.sandbox.intercept((request) => {
-      if (request.endpoint === 'createCustomer') atFirstCreate ??= store.getRows(result.importId, rows);
-    });
-    // One request at a time, so the rows of the batch cannot all have marked themselves by then.
-    pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 1 });
-    const status = await waitFinished(pipeline, result.importId);
-    expect(status.counts).toMatchObject({ created: 25 });
-    const entries = (await atFirstCreate) as Array<{ status: string; attempts: number }>;
-    // Sent (or, for a row already answered by the time the read ran, created): none still pending.
-    expect(entries.filter((e) => e.status === 'pending')).toEqual([]);
-    expect(entries.every((e) => e.attempts === 1)).toBe(true);
-  });
-
   it('hand a refused row to a row job that settles it failed without sending it again, and stays failed for the dashboard', async () => {
     pipeline = await startPipeline({ workers: false });
     const { queues } = pipeline.runtime;
