@@ -17,7 +17,8 @@ import { scanCsvBytes, showsRounding } from '../csv/scan.js';
 import { PASSWORD, cellOf, maskCells, passwordColumn, sealedColumnIndexes, secretColumnIndexes, secretValues, validateRow, type RowError, type RowOptions } from '../csv/rows.js';
 import type { ImportKind, JobName } from '../outcomes.js';
 import { RETRY_DEFAULTS } from '../policy.js';
-import { BATCH_JOB, batchJobOptions, batchOf, enqueueFinalize, type Queues, type RowBatchData } from '../queue/queues.js';
+import { batchOf, enqueueFinalize, type Queues, type RowBatchData } from '../queue/queues.js';
+import { pushBacklog, type ImportPriority } from '../queue/feeder.js';
 import type { RedisClient } from '../queue/redis.js';
 import type { ImportJournal } from '../store/continuity.js';
 import type { ImportStore, LedgerEntry } from '../store/importStore.js';
@@ -73,6 +74,8 @@ export interface ImportRequest {
   sendEmptyPasswords?: boolean;
   /** Text that looks like UTF-8 read as Windows-1252 and saved again is meant as written (`--accept-misdecoded-text`). */
   acceptMisdecodedText?: boolean;
+  /** `--priority`: the import's weight in the turn of imports sharing the budget (src/queue/feeder.ts). Default normal. */
+  priority?: ImportPriority;
 }
 
 export interface OfferCheck {
@@ -280,7 +283,8 @@ async function enqueueRows(input: {
       round: 0,
     });
   }
-  const attempts = (existing?.options.attempts ?? request.attempts) ?? RETRY_DEFAULTS.attempts;
+  // The import's place in the turn of imports sharing the budget: when it first came.
+  const createdAt = existing?.createdAt ?? now();
   log.info({ kind, resumed }, 'enqueuing');
 
   let rows = 0;
@@ -294,8 +298,9 @@ async function enqueueRows(input: {
     const done = (async () => {
       // Ledger first: a job must always find its row's entry.
       await Promise.all([store.putPendingRows(importId, batch.pending), store.settleMany(importId, batch.settled, now()), store.addMatchDigests(importId, batch.matchDigests)]);
+      // Into the import's backlog, from which the feeder releases batches to the rows queue in the import's turn.
       if (batch.jobs.size > 0) {
-        await queues.rows.addBulk([...batch.jobs].map(([block, data]) => ({ name: BATCH_JOB, data, opts: batchJobOptions(importId, block, attempts) })));
+        await pushBacklog(queues.redis, queues.prefix, importId, [...batch.jobs].map(([block, data]) => ({ block, data })), request.priority, createdAt);
       }
     })()
       .catch((error: unknown) => {
