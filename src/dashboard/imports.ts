@@ -7,7 +7,7 @@ import { scrubSecrets } from '../secrets.js';
 import { alignedCells, cardFieldsOf, EditRefusedError, editAndRetryRow, lockedPaths, type CardFields, type CardInput } from '../import/edit.js';
 import { errorGroups, type ErrorGroup } from '../import/errorGroups.js';
 import { RetryError, retryGroup, retryRows, type RetryResult } from '../import/retry.js';
-import { ImportNotFoundError, importStatus, type ImportStatus } from '../import/status.js';
+import { ImportNotFoundError, formatSeconds, importStatus, turnText, type ImportStatus } from '../import/status.js';
 import { PROBLEM_STATUSES, ROW_STATUSES, type RowStatus } from '../outcomes.js';
 import { planOf } from '../queue/rowWorker.js';
 import { RESULT_FILE_NAMES } from '../results/writeResults.js';
@@ -66,7 +66,7 @@ export function liveFields(status: ImportStatus): { fields: Record<string, strin
     state: stateOf(status),
     settled: `${status.settledRows}/${status.total ?? '?'}`,
     outcomes,
-    rowsPerSecond: String(status.rowsPerSecond),
+    rowsPerSecond: String(status.schedule?.rowsPerSecond ?? status.rowsPerSecond),
     apiCalls: String(status.apiCalls),
     retries: String(status.retries),
     rateLimited: String(status.rateLimited),
@@ -78,7 +78,11 @@ export function liveFields(status: ImportStatus): { fields: Record<string, strin
 function stateOf(status: ImportStatus): string {
   if (status.finished) return 'finished';
   if (status.settled) return 'writing results';
-  return status.total === undefined ? 'enqueuing' : 'running';
+  if (status.total === undefined) return 'enqueuing';
+  // While other imports share the budget: its place and share, and the ETA at the rate it gets.
+  const turn = turnText(status).trim();
+  const eta = status.schedule?.etaSeconds === undefined ? '' : ` · ETA ${formatSeconds(status.schedule.etaSeconds)}`;
+  return `running${turn ? ` · ${turn}` : ''}${eta}`;
 }
 
 const shortId = (id: string): string => (id.length > 14 ? `${id.slice(0, 12)}…` : id);
@@ -87,10 +91,12 @@ const statusBadge = (s: string): Html => html`<span class="status ${s}">${s}</sp
 
 export function importRoutes(app: FastifyInstance, ctx: DashboardContext): void {
   const { store, queues, keyring } = ctx.runtime;
+  // The imports' turn at the budget, for the schedule of an unfinished import.
+  const feed = { redis: ctx.runtime.redis, prefix: ctx.runtime.config.queuePrefix, rate: ctx.runtime.config.rate };
 
   async function recentStatuses(): Promise<ImportStatus[]> {
     const ids = await store.listImportIds(LISTED_IMPORTS);
-    const statuses = await Promise.all(ids.map((id) => importStatus(store, id)));
+    const statuses = await Promise.all(ids.map((id) => importStatus(store, id, Date.now(), feed)));
     return statuses.filter((s): s is ImportStatus => s !== undefined);
   }
 
@@ -128,7 +134,7 @@ export function importRoutes(app: FastifyInstance, ctx: DashboardContext): void 
 
   app.get('/api/imports/:id', async (request, reply) => {
     const { id } = ImportParamsSchema.parse(request.params);
-    const status = await importStatus(store, id);
+    const status = await importStatus(store, id, Date.now(), feed);
     if (!status) return reply.code(404).send({ error: `no import ${id}` });
     return { imports: [{ importId: id, ...liveFields(status), status }] };
   });
@@ -137,7 +143,7 @@ export function importRoutes(app: FastifyInstance, ctx: DashboardContext): void 
     const { id } = ImportParamsSchema.parse(request.params);
     const { offset } = PageQuerySchema.parse(request.query);
     const record = await recordOr404(request, reply, id);
-    const status = record && (await importStatus(store, id));
+    const status = record && (await importStatus(store, id, Date.now(), feed));
     if (!record || !status) return reply;
     const live = liveFields(status);
     const plan = planOf(record);

@@ -184,9 +184,11 @@ export interface ImportSchedule {
   place: number | undefined;
   /** Imports with a backlog. */
   sharing: number;
-  /** Its weight over the weights of the imports with a backlog: the share of the imports' budget it is meant to get (1 when alone). */
-  share: number;
-  /** Rows/s it settled over the last seconds, as the feeder measured (undefined: not measured yet). */
+  /** Its weight over the weights of the imports with a backlog: the share of the imports' budget it is meant to get (1 when alone or not waiting). */
+  weightShare: number;
+  /** Of the rows the running imports settled lately, the share that were its own (undefined: not measured yet). */
+  share: number | undefined;
+  /** Rows/s it settled over the last few seconds, as the feeder measured (undefined: not measured yet). */
   rowsPerSecond: number | undefined;
 }
 
@@ -194,27 +196,34 @@ const RateSchema = z.object({ r: z.number(), s: z.number(), at: z.number() });
 
 export async function importSchedule(redis: RedisClient, prefix: string, importId: string): Promise<ImportSchedule> {
   const keys = feedKeys(prefix);
-  const [turn, priority, backlogRows, released, rate] = await Promise.all([
+  const [turn, priority, backlogRows, released, rates] = await Promise.all([
     redis.zrange(keys.turn, 0, -1),
     redis.hget(keys.priorities, importId),
     redis.hget(keys.backlogRows, importId),
     redis.hget(keys.released, importId),
-    redis.hget(keys.rates, importId),
+    redis.hgetall(keys.rates),
   ]);
   const own = ImportPrioritySchema.catch('normal').parse(priority ?? 'normal');
   const priorities = turn.length > 0 ? await redis.hmget(keys.priorities, ...turn) : [];
   const weights = priorities.map((p) => PRIORITY_WEIGHTS[ImportPrioritySchema.catch('normal').parse(p ?? 'normal')]);
   const index = turn.indexOf(importId);
   const total = weights.reduce((a, b) => a + b, 0);
-  const measured = rate ? RateSchema.safeParse(safeJson(rate)) : undefined;
+  const measured = new Map<string, number>();
+  for (const [id, json] of Object.entries(rates)) {
+    const rate = RateSchema.safeParse(safeJson(json));
+    if (rate.success) measured.set(id, rate.data.r);
+  }
+  const mine = measured.get(importId);
+  const sum = [...measured.values()].reduce((a, b) => a + b, 0);
   return {
     priority: own,
     backlogRows: Math.max(0, Number(backlogRows ?? 0)),
     releasedRows: Number(released ?? 0),
     place: index >= 0 ? index + 1 : undefined,
     sharing: turn.length,
-    share: index >= 0 && total > 0 ? PRIORITY_WEIGHTS[own] / total : 1,
-    rowsPerSecond: measured?.success ? measured.data.r : undefined,
+    weightShare: index >= 0 && total > 0 ? PRIORITY_WEIGHTS[own] / total : 1,
+    share: mine === undefined ? undefined : sum > 0 ? mine / sum : 0,
+    rowsPerSecond: mine,
   };
 }
 
@@ -253,7 +262,7 @@ export interface Feeder {
 }
 
 /** Starts the feeder loop of one worker process (it acts only while it holds the fleet's feeder lock). */
-export function startFeeder(deps: FeederDeps, options: { tickMs?: number; aheadMs?: number; lockMs?: number } = {}): Feeder {
+export function startFeeder(deps: FeederDeps, options: FeederOptions & { tickMs?: number } = {}): Feeder {
   const feeder = createFeeder(deps, options);
   const tickMs = options.tickMs ?? FEED_DEFAULTS.tickMs;
   let running: Promise<unknown> | undefined;
@@ -280,8 +289,17 @@ export function startFeeder(deps: FeederDeps, options: { tickMs?: number; aheadM
   };
 }
 
+export interface FeederOptions {
+  /** Default {@link FEED_DEFAULTS}.aheadMs. */
+  aheadMs?: number;
+  /** Default {@link FEED_DEFAULTS}.lockMs. */
+  lockMs?: number;
+  /** A fixed bound of rows in flight instead of the one from the pace (a test releasing a whole backlog at once). */
+  rowsAhead?: number;
+}
+
 /** The feeder without its timer (tests drive it pass by pass). */
-export function createFeeder(deps: FeederDeps, options: { aheadMs?: number; lockMs?: number } = {}): Feeder {
+export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Feeder {
   const { redis, prefix, queues, store } = deps;
   const keys = feedKeys(prefix);
   const storeKeys = store.keys;
@@ -343,6 +361,7 @@ export function createFeeder(deps: FeederDeps, options: { aheadMs?: number; lock
 
   /** Rows the fleet should hold: about `aheadMs` of the imports' pace. */
   async function rowsAhead(use: BudgetUse): Promise<number> {
+    if (options.rowsAhead !== undefined) return options.rowsAhead;
     const learned = Number((await redis.hget(storeKeys.budgetRate, 'r')) ?? NaN);
     const known = deps.rate === undefined ? NaN : deps.rate * (1 - KNOWN_RATE_MARGIN);
     const paces = [learned, known].filter((n) => Number.isFinite(n) && n > 0);
