@@ -21,7 +21,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { waitForExport } from '../src/cli/export.js';
+import { waitForExport } from '../src/export/wait.js';
+import { createExportStore } from '../src/export/state.js';
 import { enqueueExport } from '../src/export/job.js';
 import { importFile } from '../src/import/producer.js';
 import { importStatus } from '../src/import/status.js';
@@ -183,7 +184,7 @@ async function exportBeside(dir: string, sizes: ShareSizes): Promise<BenchRow[]>
     const exportOnce = async (): Promise<{ seconds: number; complete: boolean | undefined; count: number | undefined }> => {
       const t = Date.now();
       const id = await enqueueExport(fleet.bench.runtime.queues.control, { format: 'csv', gzip: false });
-      const record = await waitForExport(fleet.bench.runtime, id, undefined, 50);
+      const record = await waitForExport(createExportStore(fleet.bench.runtime.redis, fleet.bench.runtime.config.queuePrefix), fleet.bench.runtime.queues, id, { pollMs: 50 });
       return { seconds: ((record.finishedAt ?? Date.now()) - t) / 1000, complete: record.complete, count: record.count };
     };
     const alone = await exportOnce();

@@ -41,11 +41,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pLimit from 'p-limit';
 import type { Logger } from 'pino';
 import type { ApiClient } from '../api/client.js';
-import { ApiError, ApiRateLimitedError, ApiRefusedError } from '../api/errors.js';
+import { ApiRefusedError } from '../api/errors.js';
 import type { SearchCustomersResponse } from '../api/schemas/index.js';
 import { EXPORT_DEFAULTS } from '../policy.js';
-import type { ApiBudget } from '../queue/budget.js';
-import { fullJitterBackoff, type BackoffBounds } from '../queue/queues.js';
+import type { ApiBudget } from '../redis/budget.js';
+import type { BackoffBounds } from '../backoff.js';
+import { decide } from '../api/decision.js';
+import { compareIds } from '../customers/search.js';
 import type { ExportFormat } from './request.js';
 import type { Spool, SpoolLocation } from './spool.js';
 import { pageKey, type ExportMode, type ExportStore, type ListingState, type PageMeta } from './state.js';
@@ -121,14 +123,6 @@ export interface PagingOutcome {
  * the move already hold every customer it added.
  */
 export type Verdict = { consistent: true; note?: string } | { consistent: false; reread: number[]; reason: string };
-
-/** Numeric-text CustomerIDs compared as numbers, without a length limit. */
-export function compareIds(a: string, b: string): number {
-  const x = a.length > 1 && a.startsWith('0') ? a.replace(/^0+(?=\d)/, '') : a;
-  const y = b.length > 1 && b.startsWith('0') ? b.replace(/^0+(?=\d)/, '') : b;
-  if (x.length !== y.length) return x.length - y.length;
-  return x < y ? -1 : x > y ? 1 : 0;
-}
 
 /** `[1,2,3,7]` → `1–3, 7`. */
 export function formatPages(pages: readonly number[]): string {
@@ -547,10 +541,12 @@ function createRecorder(ctx: PagerContext): Recorder {
 }
 
 /**
- * One search request with the export's own retries: a 429 blocks the fleet's
- * budget for its Retry-After and waits without spending an attempt; other
- * transient failures back off with full jitter up to `pageAttempts`; a
- * permanent refusal is thrown at once.
+ * One search request with its retries, as the row protocol's decision says
+ * (src/api/decision.ts): a 429 blocks the fleet's budget for its
+ * Retry-After and goes again without spending an attempt; any other failure
+ * but a permanent refusal (an error that is not the API's included) backs off
+ * with jitter up to `pageAttempts`; what is left is thrown. A page read
+ * applies nothing, so there is nothing to read back.
  */
 async function fetchPage(ctx: Paging, contains: string, page: number): Promise<SearchCustomersResponse> {
   const { api, budget, store, exportId, options } = ctx;
@@ -559,15 +555,16 @@ async function fetchPage(ctx: Paging, contains: string, page: number): Promise<S
       ctx.recorder.countRequest();
       return await api.searchCustomers({ contains, skip: page * options.pageSize, take: options.pageSize });
     } catch (error) {
-      if (error instanceof ApiRateLimitedError) {
+      const decision = decide(error, { attempt, maxAttempts: options.pageAttempts, backoff: options.backoff });
+      if (decision.kind === 'wait-for-budget') {
         await store.increment(exportId, 'rateLimited');
-        await budget.block(error.retryAfterMs);
+        await budget.block(decision.retryAfterMs);
         continue;
       }
-      if (error instanceof ApiError && error.transient && attempt < options.pageAttempts) {
+      if (decision.kind === 'retry') {
         await store.increment(exportId, 'retries');
         ctx.logger.info({ exportId, contains, page, attempt, err: error }, 'export page failed; retrying');
-        await sleep(fullJitterBackoff(attempt, error.retryAfterMs, options.backoff));
+        await sleep(decision.delayMs);
         attempt++;
         continue;
       }

@@ -1,7 +1,7 @@
 import type { RowStatus } from '../outcomes.js';
 import { SUCCESS_STATUSES } from '../outcomes.js';
 import type { ImportStore } from '../store/importStore.js';
-import type { RedisClient } from '../queue/redis.js';
+import type { RedisClient } from '../redis/redis.js';
 import { importSchedule, type ImportSchedule } from '../queue/feeder.js';
 
 /** No import of this id in Redis: never created, or its record expired or was lost. */

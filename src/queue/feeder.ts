@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import type { RedisClient } from './redis.js';
-import { KNOWN_RATE_MARGIN, budgetUse, type BudgetUse } from './budget.js';
+import type { RedisClient } from '../redis/redis.js';
+import { KNOWN_RATE_MARGIN, budgetUse, type BudgetUse } from '../redis/budget.js';
 import { BATCH_JOB, ROWS_PER_BATCH, RowBatchDataSchema, batchJobOptions, type Queues, type RowBatchData, type RowQueueJobName } from './queues.js';
 import { RETRY_DEFAULTS } from '../policy.js';
 import type { ImportStore } from '../store/importStore.js';
 import type { FailureLog } from '../failureLog.js';
-import { luaScript } from '../store/script.js';
+import { luaScript } from '../redis/script.js';
 
 /**
  * The feeder: how imports share the fleet's budget.

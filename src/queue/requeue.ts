@@ -1,7 +1,7 @@
 import type { Job } from 'bullmq';
 import { secretColumnIndexes } from '../csv/rows.js';
 import type { ImportRecord, ImportStore, LedgerEntry } from '../store/importStore.js';
-import { planOf } from './rowWorker.js';
+import { planOf } from '../store/plan.js';
 import { enqueueFinalize, rowJobId, rowJobOptions, type Queues, type RowQueueData, type RowQueueJobName } from './queues.js';
 
 /** Job states in which a job will still run (or is running): a row behind one of them is not stranded. */
@@ -49,13 +49,13 @@ export async function requeueStranded(store: ImportStore, queues: Queues, record
   const result: RequeueResult = { queued: [], withoutCards: [] };
   const unsendable: Array<{ row: number; entry: LedgerEntry }> = [];
   for (const { row, entry, secrets } of rows) {
-    const name = entry.j;
+    const name = entry.job;
     if (name === null) continue;
     if (cards && secrets === undefined) {
-      unsendable.push({ row, entry: { ...entry, s: 'failed', e: CARD_DATA_GONE } });
+      unsendable.push({ row, entry: { ...entry, status: 'failed', note: CARD_DATA_GONE } });
       continue;
     }
-    if (!(await store.updateUnsettled(importId, row, { ...entry, h: 1 }))) continue;
+    if (!(await store.updateUnsettled(importId, row, { ...entry, handed: true }))) continue;
     const own = await queues.rows.getJob(rowJobId(importId, row));
     if (own && !(await isLive(own))) await own.remove();
     else if (own) {

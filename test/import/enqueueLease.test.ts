@@ -75,7 +75,7 @@ describe('the enqueue lease', () => {
   it('`subsync import --wait` while another command holds the lease says so, then follows that import to its end', async () => {
     pipeline = await startPipeline();
     const file = await pipeline.file('other.csv', customers(3, 'Leasecli'));
-    const { store, redis, queues } = pipeline.runtime;
+    const { store, redis } = pipeline.runtime;
     // The other command: it has written the import's record, queues no row yet, and holds the lease.
     const putPendingRows = store.putPendingRows.bind(store);
     store.putPendingRows = () => Promise.reject(new Error('not yet'));

@@ -4,7 +4,7 @@ import { createExportStore } from '../../src/export/state.js';
 import { importFile } from '../../src/import/producer.js';
 import { retryRows } from '../../src/import/retry.js';
 import { importStatus } from '../../src/import/status.js';
-import { budgetUse } from '../../src/queue/budget.js';
+import { budgetUse } from '../../src/redis/budget.js';
 import { openRuntime, startWorkers, type Runtime } from '../../src/runtime.js';
 import { SandboxRefusal } from '../../src/sandbox/store.js';
 import { createLogger } from '../../src/log.js';

@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RedisClient } from './redis.js';
 import type { ApiCall } from '../api/client.js';
-import type { StoreKeys } from '../store/keys.js';
-import { luaScript } from '../store/script.js';
+import type { StoreKeys } from './keys.js';
+import { luaScript } from './script.js';
 
 /**
  * The one API budget of the whole fleet, kept in Redis so
@@ -199,9 +199,13 @@ if lane ~= '' then
   local spacing = 1000 / pace
   -- While the other class draws too, and this one already did, its own lane at its share;
   -- else (alone, or starting) after everything reserved, at the whole pace.
-  if (theirs > now or now - theirAsk < hold) and (mine > now or now - myAsk < hold) and share > 0 then
+  local theyDraw = theirs > now or now - theirAsk < hold
+  if theyDraw and (mine > now or now - myAsk < hold) and share > 0 then
     slot = math.max(start, mine)
     spacing = 1000 / (pace * share)
+  elseif theyDraw then
+    -- Joining: the other lane's next slot comes after this one, never on it.
+    redis.call('HSET', KEYS[4], 't' .. other, string.format('%.3f', math.max(theirs, slot + 1000 / pace)))
   end
   redis.call('HSET', KEYS[4], 't' .. lane, string.format('%.3f', slot + spacing), 'a' .. lane, string.format('%.3f', now))
   redis.call('PEXPIRE', KEYS[4], math.max(tonumber(ARGV[3]), math.ceil(slot - now) + 60000))
