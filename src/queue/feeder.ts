@@ -227,6 +227,13 @@ export async function importSchedule(redis: RedisClient, prefix: string, importI
   };
 }
 
+/** Imports the feeder follows now: those with a backlog, and those whose released rows it measures (until they finish). */
+export async function runningImports(redis: RedisClient, prefix: string): Promise<string[]> {
+  const keys = feedKeys(prefix);
+  const [turn, measured] = await Promise.all([redis.zrange(keys.turn, 0, -1), redis.hkeys(keys.rates)]);
+  return [...new Set([...turn, ...measured])];
+}
+
 const safeJson = (text: string): unknown => {
   try {
     return JSON.parse(text);
@@ -424,6 +431,7 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
       if (!seen.has(id)) seen.set(id, { settled: -1, at: 0, rate: undefined });
     }
     await queueBatches(taken);
+    if (taken.length > 0 && deps.logger.isLevelEnabled('debug')) deps.logger.debug({ batches: taken.length, rows: taken.reduce((n, b) => n + b.data.rows.length, 0) }, 'feeder released batches');
     return taken.length;
   }
 

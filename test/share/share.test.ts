@@ -10,8 +10,12 @@ import { SandboxRefusal } from '../../src/sandbox/store.js';
 import { createLogger } from '../../src/log.js';
 import { startPipeline, until, type Pipeline } from '../support/pipeline.js';
 
-// The service limited to RATE requests/s and the fleet told so: every test also checks the limiter never answered 429.
-const RATE = 100;
+// The service limited to LIMIT requests/s: every test also checks its limiter never answered 429. The workers
+// and the sandbox share this process's event loop, where a stall of a few tens of ms (a GC, a busy machine)
+// delays requests already due into the next second of the sandbox's sliding window: the fleet is told a rate 5%
+// under the limit. (The pacing itself, never above the rate and the rate used, is test/share/lanes.test.ts.)
+const LIMIT = 100;
+const RATE = 95;
 
 let pipeline: Pipeline | undefined;
 const others: Runtime[] = [];
@@ -47,7 +51,7 @@ const settledOf = async (p: Pipeline, id: string): Promise<number> => (await imp
 
 describe('imports and the export share the one budget', () => {
   it('a small import queued behind a big one finishes first, and status shows the big one its place and share meanwhile', async () => {
-    pipeline = await startPipeline({ faults: { rateLimit: RATE }, config: { rate: RATE }, seed: false });
+    pipeline = await startPipeline({ faults: { rateLimit: LIMIT }, config: { rate: RATE }, seed: false });
     await moreWorkers(pipeline, 1);
     const big = await importCsv(pipeline, 'big.csv', customersCsv(800, 'Big'));
     await until(async () => ((await settledOf(pipeline as Pipeline, big)) > 0 ? true : undefined), 'the big import to start');
@@ -69,7 +73,7 @@ describe('imports and the export share the one budget', () => {
   });
 
   it('two big imports started apart share the rows settling while both run', async () => {
-    pipeline = await startPipeline({ faults: { rateLimit: RATE }, config: { rate: RATE }, seed: false });
+    pipeline = await startPipeline({ faults: { rateLimit: LIMIT }, config: { rate: RATE }, seed: false });
     await moreWorkers(pipeline, 1);
     const first = await importCsv(pipeline, 'first.csv', customersCsv(600, 'First'));
     await until(async () => ((await settledOf(pipeline as Pipeline, first)) >= 50 ? true : undefined), 'the first import to get going');
@@ -86,7 +90,7 @@ describe('imports and the export share the one budget', () => {
   });
 
   it('a retried row runs before the fresh rows of an import queued after it', async () => {
-    pipeline = await startPipeline({ faults: { rateLimit: RATE }, config: { rate: RATE }, seed: false });
+    pipeline = await startPipeline({ faults: { rateLimit: LIMIT }, config: { rate: RATE }, seed: false });
     // The service refuses the first create it sees, once: that row fails for good.
     let refused = false;
     pipeline.sandbox.intercept((request) => {
@@ -110,28 +114,36 @@ describe('imports and the export share the one budget', () => {
   });
 
   it('an export beside an import with many workers gets its share of the budget and ends complete while the customers grow', async () => {
-    pipeline = await startPipeline({ faults: { rateLimit: RATE }, config: { rate: RATE, exportShare: 0.4 }, seed: false, seedCustomers: 6_000 });
+    pipeline = await startPipeline({ faults: { rateLimit: LIMIT }, config: { rate: RATE, exportShare: 0.4 }, seed: false, seedCustomers: 12_000 });
     await moreWorkers(pipeline, 3);
     const id = await importCsv(pipeline, 'growing.csv', customersCsv(2_000, 'Growing'));
     await until(async () => ((await settledOf(pipeline as Pipeline, id)) >= 50 ? true : undefined), 'the import to get going');
-    const before = await budgetUse(pipeline.runtime.redis, pipeline.runtime.store.keys);
     const exportId = await enqueueExport(pipeline.runtime.queues.control, { format: 'csv', gzip: false });
     const exports = createExportStore(pipeline.runtime.redis, pipeline.prefix);
+    // The budget's use by class, sampled while the export runs: summed over the spans where the export draws.
+    let previous = await budgetUse(pipeline.runtime.redis, pipeline.runtime.store.keys);
+    let exported = 0;
+    let imported = 0;
     const record = await until(async () => {
+      const use = await budgetUse(pipeline!.runtime.redis, pipeline!.runtime.store.keys);
+      if (use.exportActive && use.importActive && previous.exportActive) {
+        exported += use.export - previous.export;
+        imported += use.import - previous.import;
+      }
+      previous = use;
       const r = await exports.get(exportId);
       return r?.status === 'done' || r?.status === 'failed' ? r : undefined;
-    }, 'the export to end', 120_000);
-    const after = await budgetUse(pipeline.runtime.redis, pipeline.runtime.store.keys);
+    }, 'the export to end', 120_000, 100);
     expect(record.status).toBe('done');
     expect(record.complete).toBe(true);
     // Every customer of the start, and some the import created meanwhile.
-    expect(record.count).toBeGreaterThanOrEqual(6_000);
+    expect(record.count).toBeGreaterThanOrEqual(12_000);
     // The import was still running when the export ended: the budget was shared, not handed over.
     expect((await importStatus(pipeline.runtime.store, id))?.settled).toBe(false);
-    const exported = after.export - before.export;
-    const imported = after.import - before.import;
-    // Its reserved 40% (less the first slots, which wait behind what the imports had reserved).
-    expect(exported / (exported + imported)).toBeGreaterThan(0.3);
+    // While both drew: its reserved 40% of the requests (give or take the sampling).
+    expect(exported + imported).toBeGreaterThan(100);
+    expect(exported / (exported + imported)).toBeGreaterThan(0.33);
+    expect(exported / (exported + imported)).toBeLessThan(0.5);
     expect(pipeline.sandbox.stats().faults.rateLimited).toBe(0);
   });
 });
