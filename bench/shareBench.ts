@@ -51,7 +51,7 @@ interface Fleet {
 async function openFleet(rate: number, workers: number, sandboxFlags: string[] = []): Promise<Fleet> {
   const sandbox = await spawnSandbox(['--rate-limit', String(rate), ...sandboxFlags]);
   const bench = await openBenchRuntime({ apiUrl: sandbox.url, rate });
-  const env = { ...bench.env, SUBSYNC_API_URL: sandbox.url, SUBSYNC_RATE: String(rate) };
+  const env = { ...bench.env, SUBSYNC_API_URL: sandbox.url, SUBSYNC_RATE: String(rate), ...(process.env.SUBSYNC_EXPORT_SHARE ? { SUBSYNC_EXPORT_SHARE: process.env.SUBSYNC_EXPORT_SHARE } : {}) };
   const spawned = Array.from({ length: workers }, () => spawnCli(['worker'], env));
   // The workers' start is not part of any figure.
   await new Promise((r) => setTimeout(r, Number(process.env.BENCH_SHARE_START_MS ?? 5000)));
@@ -194,7 +194,7 @@ async function exportBeside(dir: string, sizes: ShareSizes): Promise<BenchRow[]>
     const { rateLimited } = (await fleet.stats()).faults;
     log(`export: ${alone.seconds.toFixed(1)} s alone (${alone.count}), ${beside.seconds.toFixed(1)} s beside the import (${beside.count}, complete ${beside.complete}); ${rateLimited} × 429`);
     return [
-      { figure: `share 4. Export of ${sizes.customers.toLocaleString('en')} customers beside a ${sizes.exportImport.toLocaleString('en')}-row import, ${sizes.rate}/s, 6 workers (s)`, subsync: beside.seconds, baseline: alone.seconds, baselineLabel: 'the same export alone (s)', note: `target ratio ≤ 2.5; complete: ${beside.complete} (${beside.count} rows); 429s: ${rateLimited}` },
+      { figure: `share 4. Export of ${sizes.customers.toLocaleString('en')} customers beside a ${sizes.exportImport.toLocaleString('en')}-row import, ${sizes.rate}/s, 6 workers, SUBSYNC_EXPORT_SHARE ${process.env.SUBSYNC_EXPORT_SHARE ?? '0.4'} (s)`, subsync: beside.seconds, baseline: alone.seconds, baselineLabel: 'the same export alone (s)', note: `target ratio ≤ 2.5; complete: ${beside.complete} (${beside.count} rows); 429s: ${rateLimited}` },
     ];
   } finally {
     await fleet.close();

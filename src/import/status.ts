@@ -109,7 +109,7 @@ async function scheduleOf(feed: FeedView, importId: string, total: number | unde
   return {
     ...schedule,
     waiting: schedule.backlogRows > 0,
-    etaSeconds: remaining === undefined || rate === undefined || rate <= 0 ? undefined : Math.round(remaining / rate),
+    etaSeconds: remaining === undefined || rate === undefined || rate <= 0 ? undefined : remaining === 0 ? 0 : Math.max(1, Math.round(remaining / rate)),
   };
 }
 
