@@ -446,8 +446,10 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
       const record = await store.getImport(id);
       const settled = record ? (await store.counts(id)).settled : undefined;
       if (!record || settled === undefined || record.finishedAt !== undefined) {
+        // Finished (or gone): nothing of it stays in the feeder's hashes but its released blocks (which expire).
         seen.delete(id);
-        await redis.hdel(keys.rates, id);
+        attempts.delete(id);
+        if (!(await redis.zscore(keys.turn, id))) await Promise.all([keys.rates, keys.priorities, keys.released].map((key) => redis.hdel(key, id)));
         continue;
       }
       if (last.settled >= 0) {
