@@ -8,8 +8,9 @@
  * the issue's (about 7 minutes on 2 cores), each row naming its size; for a
  * quicker look set BENCH_IMPORT_ROWS, BENCH_PRODUCER_SMALL,
  * BENCH_PRODUCER_LARGE, BENCH_RATE_ROWS, BENCH_EXPORT_CUSTOMERS,
- * BENCH_LATENCY_ROWS, BENCH_CUSTOMER_BASES (e.g. 10000,100000), the BENCH_SHARE_*
- * sizes of bench/shareBench.ts (BENCH_SHARE_ONLY=1,4 picks its scenarios);
+ * BENCH_LATENCY_ROWS, BENCH_CUSTOMER_BASES (e.g. 10000,100000), BENCH_HISTORY_ROWS,
+ * BENCH_HISTORY_IMPORTS, the BENCH_SHARE_* sizes of bench/shareBench.ts
+ * (BENCH_SHARE_ONLY=1,4 picks its scenarios);
  * BENCH_ONLY=import,latency runs only the steps whose
  * names hold those words. Progress goes to stderr, the table to stdout.
  * `node dist/bench/profileImport.js [ROWS]` profiles a worker during an import.
@@ -18,6 +19,7 @@ import os from 'node:os';
 import { apiClient } from './apiClient.js';
 import { customersBench } from './customersBench.js';
 import { exportBench } from './exportBench.js';
+import { historyBench } from './historyBench.js';
 import { importThroughput, latencyTolerance } from './importThroughput.js';
 import { producer } from './producer.js';
 import { rateAdherence } from './rateAdherence.js';
@@ -36,6 +38,8 @@ const SIZES = {
   rateRows: size('BENCH_RATE_ROWS', 4_000),
   exportCustomers: size('BENCH_EXPORT_CUSTOMERS', 100_000),
   latencyRows: size('BENCH_LATENCY_ROWS', 6_400),
+  historyRows: size('BENCH_HISTORY_ROWS', 100_000),
+  historyImports: size('BENCH_HISTORY_IMPORTS', 1_000),
   /** Sizes of the service's customer base for the requests-per-row figures: BENCH_CUSTOMER_BASES=10000,100000. */
   customerBases: (process.env.BENCH_CUSTOMER_BASES?.split(',').map(Number).filter((n) => Number.isSafeInteger(n) && n > 0) ?? []).concat(
     process.env.BENCH_CUSTOMER_BASES ? [] : [10_000, 100_000, 1_000_000],
@@ -66,6 +70,7 @@ await step('rate adherence', () => rateAdherence(SIZES.rateRows, 200));
 await step('export', () => exportBench(SIZES.exportCustomers));
 await step('latency tolerance', () => latencyTolerance(SIZES.latencyRows, 32, 50));
 await step('customers: requests per row on a large base', () => customersBench(SIZES.customerBases));
+await step('history and search', () => historyBench(SIZES.historyRows, SIZES.historyImports));
 await step('share of the budget between imports and the export', () =>
   shareBench({
     rate: size('BENCH_SHARE_RATE', 50),

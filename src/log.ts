@@ -26,7 +26,8 @@ function atDepths(field: string, maxDepth: number): string[] {
 /**
  * Every path pino censors: card fields at depths 0..{@link REDACT_DEPTH}, the
  * API's Authorization header wherever a request's headers are logged, and the
- * secrets of the configuration (apiAuth, cardKey, dashboardToken) should it be
+ * secrets of the configuration (apiAuth, cardKey, dashboardToken, dashboardTokens,
+ * webhookUrl, webhookSecret) should it be
  * logged whole.
  */
 export const REDACT_PATHS: readonly string[] = [
@@ -36,7 +37,7 @@ export const REDACT_PATHS: readonly string[] = [
   'headers.Authorization',
   '*.headers.authorization',
   '*.headers.Authorization',
-  ...['apiAuth', 'cardKey', 'dashboardToken'].flatMap((field) => atDepths(field, 1)),
+  ...['apiAuth', 'cardKey', 'dashboardToken', 'dashboardTokens', 'webhookUrl', 'webhookSecret'].flatMap((field) => atDepths(field, 1)),
 ];
 
 /** What a censored value is replaced with. */
@@ -48,7 +49,7 @@ export const REDACTED = '[redacted]';
  * its causes' (pino joins them in), the API's words and any other field. A
  * path cannot reach a card number a service echoed into a message; this
  * does. The row's own CVC is scrubbed before the error reaches a logger
- * (src/workers/rowWorker.ts).
+ * (src/rows/protocol.ts).
  */
 export function scrubbedError(error: Error): pino.SerializedError {
   const serialized: unknown = pino.stdSerializers.err(error);

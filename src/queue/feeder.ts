@@ -227,6 +227,15 @@ export async function importSchedule(redis: RedisClient, prefix: string, importI
   };
 }
 
+/** Whether an import in this run state (`<prefix>:import:<id>:run`, field `state`) may have its batches released. */
+export const runStateAllows = (state: string | null | undefined): boolean => state !== 'paused' && state !== 'cancelling' && state !== 'cancelled';
+
+/** Takes an import out of the turn and drops its backlog (a cancelled import's). */
+export async function dropBacklog(redis: RedisClient, prefix: string, importId: string): Promise<void> {
+  const keys = feedKeys(prefix);
+  await redis.multi().zrem(keys.turn, importId).del(keys.backlog(importId), keys.batches(importId)).hdel(keys.backlogRows, importId).exec();
+}
+
 /** Imports the feeder follows now: those with a backlog, and those whose released rows it measures (until they finish). */
 export async function runningImports(redis: RedisClient, prefix: string): Promise<string[]> {
   const keys = feedKeys(prefix);
@@ -255,7 +264,7 @@ export interface FeederDeps {
   exportShare: number;
   /** This process's worker concurrency (for the unpaced bound). */
   concurrency: number;
-  /** Tells whether an import's rows may be released now (a paused or cancelled import's may not). Default: every import's. */
+  /** Tells whether an import's rows may be released now. Default: by its run state ({@link runStateAllows}). */
   mayRelease?: (importId: string) => Promise<boolean>;
 }
 
@@ -380,6 +389,20 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
     return Math.max(ROWS_PER_BATCH, Math.ceil((pace * aheadMs) / 1000));
   }
 
+  /**
+   * An import an operator paused, or is cancelling, keeps its backlog and
+   * its place and releases nothing; a cancelled one leaves the turn, its
+   * backlog dropped (its unsent rows are settled cancelled).
+   */
+  async function mayRelease(importId: string): Promise<boolean> {
+    const state = await redis.hget(storeKeys.runState(importId), 'state');
+    if (state === 'cancelled') {
+      await dropBacklog(redis, prefix, importId);
+      return false;
+    }
+    return runStateAllows(state);
+  }
+
   /** The next import in the turn with room in its share, or undefined when none has a backlog. */
   async function nextInTurn(turn: string[], priorities: Map<string, ImportPriority>): Promise<string | undefined> {
     if (turn.length === 0) return undefined;
@@ -388,7 +411,7 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
     // The next after the current one in arrival order (or the first, when the current one left the turn).
     const ordered = from >= 0 ? [...turn.slice(from + 1), ...turn.slice(0, from + 1)] : turn;
     for (const id of ordered) {
-      if (deps.mayRelease && !(await deps.mayRelease(id))) continue;
+      if (!(await (deps.mayRelease ?? mayRelease)(id))) continue;
       current = id;
       credit = PRIORITY_WEIGHTS[priorities.get(id) ?? 'normal'];
       return id;

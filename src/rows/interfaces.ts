@@ -18,13 +18,10 @@
  * these shapes, and tests drive the protocol with ports of their own.
  */
 import type { JobName, RowOutcome, RowStatus } from '../outcomes.js';
+import { SubsyncError } from '../errors.js';
 
-/** A row that failed for good in its batch: its own job settles it so, without a request. */
-export interface RowVerdict {
-  status: 'failed' | 'needs-review';
-  note: string;
-  candidates?: readonly string[];
-}
+/** The outcome of a row that failed for good in its batch: its own job settles it so, without a request. */
+export type RowVerdict = Pick<RowOutcome, 'candidates'> & { status: 'failed' | 'needs-review'; note: string };
 
 /** A row's own job, as one run of it sees it. */
 export interface RowJobInput {
@@ -113,10 +110,6 @@ export interface BatchPort extends RowJobPort {
  * A job the protocol cannot run: its import or ledger entry is gone, or it
  * carries card data this process has no key for. Running it again cannot help.
  */
-export class RowUnrunnableError extends Error {
+export class RowUnrunnableError extends SubsyncError {
   readonly code = 'ROW_UNRUNNABLE';
-  constructor(message: string) {
-    super(message);
-    this.name = 'RowUnrunnableError';
-  }
 }

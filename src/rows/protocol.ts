@@ -21,6 +21,7 @@ import { decide, mayHaveAppliedNote, notFoundNote, provenNotApplied, reasonOf, t
 import { countedApi, noCalls, type CallFigures } from './figures.js';
 import { RowUnrunnableError, type BatchInput, type BatchPort, type BatchResult, type RowJobInput, type RowJobPort, type RowJobResult } from './interfaces.js';
 import { keptSecrets, openCells } from './sealed.js';
+import { SubsyncError } from '../errors.js';
 
 export interface RowProtocolOptions {
   store: ImportStore;
@@ -83,7 +84,9 @@ type Attempt =
   | { kind: 'deferred' };
 
 /** Thrown by markSent when another run settled the row meanwhile: this attempt stops before sending. */
-class RowTakenError extends Error {}
+class RowTakenError extends SubsyncError {
+  readonly code = 'ROW_TAKEN';
+}
 
 type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred';
 
@@ -99,15 +102,16 @@ type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred';
  * - Settling is once per row (a Lua script refuses a settled row): the
  *   first run to settle wins, and a run whose `sent` mark is refused stops
  *   before sending (taken).
- * - After a failed attempt, `decide` (src/api/decision.ts) says what next: wait for
- *   the budget without spending an attempt, retry with backoff, or settle
- *   (failed, read back, needs review).
+ * - After a failed attempt, `decide` (src/api/decision.ts) says what
+ *   next: wait for the budget without spending an attempt, retry with
+ *   backoff, or settle (failed, read back, needs review).
  * - A batch runs its rows side by side and settles each that succeeds; a
  *   row that fails is handed to a job of its own, which owns the row's
  *   retries from then on (and a batch run again leaves it to that job).
  *
  * Ledger writes of rows that finish in the same turn of the event loop go
- * to Redis in one script call (coalesce.ts).
+ * to Redis in one script call (coalesce.ts). docs/row-protocol.md tells
+ * the states, who writes what, and the decision as a table.
  */
 export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
   const { store, api, budget, logger } = options;
@@ -187,7 +191,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       markSent: async () => {
         sentNow = true;
         // The row is marked sent before the request leaves, so a crash after this line reconciles instead of re-creating.
-        if (!(await (premarked ?? write({ ...entry, status: 'sent' })))) throw new RowTakenError();
+        if (!(await (premarked ?? write({ ...entry, status: 'sent' })))) throw new RowTakenError('another run settled the row meanwhile');
       },
       recordPreexisting: async (ids) => {
         await write({ ...entry, preexisting: [...ids] });
@@ -304,9 +308,11 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       await port.sealSecrets(row, keptSecrets(input.secrets, plan, options.keyring));
       await settleRow(importId, { row, entry: settled, figures: runFigures(), kind: record.kind });
       figuresAdded = true;
-      log().info({ status: settled.status, reason: settled.note }, 'row settled without success');
       const outcome = outcomeOf(settled);
       if (!outcome) throw new Error(`import ${importId} row ${row}: a concluded row is ${settled.status}`);
+      // Read back and found: the row's job ends as any that settled well.
+      if (SUCCESS_STATUSES.has(outcome.status)) return { kind: 'settled', status: outcome.status };
+      log().info({ status: settled.status, reason: settled.note }, 'row settled without success');
       return { kind: 'failed', outcome };
     } finally {
       if (!figuresAdded) await store.addFigures(importId, runFigures());

@@ -43,6 +43,24 @@ describe('the feeder', () => {
     await feeder.close();
   });
 
+  it('a paused import keeps its place and releases nothing until resumed; a cancelled one leaves the turn', async () => {
+    pipeline = await startPipeline({ workers: false, seed: false });
+    const { redis, queues, store } = pipeline.runtime;
+    await pushBacklog(redis, pipeline.prefix, 'held', [batch('held', 0), batch('held', 1)], 'normal', 1);
+    await pushBacklog(redis, pipeline.prefix, 'free', [batch('free', 0)], 'normal', 2);
+    await pushBacklog(redis, pipeline.prefix, 'gone', [batch('gone', 0)], 'normal', 3);
+    await redis.hset(store.keys.runState('held'), 'state', 'paused');
+    await redis.hset(store.keys.runState('gone'), 'state', 'cancelled');
+    const feeder = feederOf(pipeline.runtime, 1_000);
+    expect(await feeder.runOnce()).toBe(1);
+    expect((await queues.rows.getPrioritized(0, -1)).map((job) => job.data.importId)).toEqual(['free']);
+    expect(await importSchedule(redis, pipeline.prefix, 'held')).toMatchObject({ place: 1, sharing: 1, backlogRows: 50 });
+    expect(await importSchedule(redis, pipeline.prefix, 'gone')).toMatchObject({ place: undefined, backlogRows: 0 });
+    await redis.hset(store.keys.runState('held'), 'state', 'running');
+    expect(await feeder.runOnce()).toBe(2);
+    await feeder.close();
+  });
+
   it('a batch a dead feeder took from the backlog but did not queue is queued by the next one, once', async () => {
     pipeline = await startPipeline({ workers: false, seed: false });
     const { redis, queues } = pipeline.runtime;

@@ -22,12 +22,16 @@ function budget(kind: BudgetClass, rate: number, exportShare = 0.4): ApiBudget {
   return createBudget(redis, storeKeys(prefix), { rate, class: kind, exportShare });
 }
 
-/** `takers` loops each reserving `count` slots one after another, as a worker's slots would. */
+/** `takers` loops each taking `count` slots one after another, waiting for each as a worker's slot does before its request. */
 async function reserve(b: ApiBudget, takers: number, count: number): Promise<number[]> {
   const slots: number[][] = await Promise.all(
     Array.from({ length: takers }, async () => {
       const mine: number[] = [];
-      for (let i = 0; i < count; i++) mine.push((await b.reserve()).at);
+      for (let i = 0; i < count; i++) {
+        const { waitMs, at } = await b.reserve();
+        mine.push(at);
+        if (waitMs > 0) await new Promise((r) => setTimeout(r, waitMs));
+      }
       return mine;
     }),
   );
@@ -46,13 +50,13 @@ function mostInWindow(slots: number[], ms: number): number {
 
 describe('the budget shared by the imports and the export', () => {
   it('while both draw, the export has its share of the slots and the imports the rest, never more than the rate together', async () => {
-    const rate = 50;
+    const rate = 200;
     const imports = budget('import', rate);
     const exporter = budget('export', rate);
     // The imports start first and hold slots ahead; the export joins, then both keep asking.
-    const importing = reserve(imports, 8, 40);
-    await new Promise((r) => setTimeout(r, 50));
-    const exported = await reserve(exporter, 4, 30);
+    const importing = reserve(imports, 8, 50);
+    await new Promise((r) => setTimeout(r, 100));
+    const exported = await reserve(exporter, 4, 40);
     const imported = await importing;
     // Over the span where both held slots: the export's share of them.
     const end = Math.min(Math.max(...exported), Math.max(...imported));
@@ -66,7 +70,7 @@ describe('the budget shared by the imports and the export', () => {
     expect(mostInWindow(all, 1000)).toBeLessThanOrEqual(rate);
     expect((inBoth(all) - 1) / ((end - start) / 1000)).toBeGreaterThanOrEqual(0.97 * rate);
     const use = await budgetUse(connections[0] as Redis, storeKeys(prefix));
-    expect(use).toMatchObject({ import: 320, export: 120 });
+    expect(use).toMatchObject({ import: 400, export: 160 });
   });
 
   it('a class that draws alone has the whole rate', async () => {
