@@ -367,11 +367,21 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
     return batches.length;
   }
 
-  /** Rows waiting in the queue or held by workers. */
-  async function rowsInFlight(): Promise<number> {
-    const [counts, active] = await Promise.all([queues.rows.getJobCounts('waiting', 'prioritized'), queues.rows.getActive()]);
-    let rows = (counts.waiting ?? 0) + (counts.prioritized ?? 0) * ROWS_PER_BATCH;
-    for (const job of active) rows += job.name === BATCH_JOB && Array.isArray((job.data as RowBatchData).rows) ? (job.data as RowBatchData).rows.length : 1;
+  /**
+   * Rows waiting in the queue or held by workers. Counted from the job counts
+   * (a batch as a whole block) while that leaves room under `ahead`; near it,
+   * the active jobs are read, a row job counting one row.
+   */
+  async function rowsInFlight(ahead: number): Promise<number> {
+    const counts = await queues.rows.getJobCounts('waiting', 'prioritized', 'active');
+    const queued = (counts.waiting ?? 0) + (counts.prioritized ?? 0) * ROWS_PER_BATCH;
+    const upper = queued + (counts.active ?? 0) * ROWS_PER_BATCH;
+    if (upper < ahead) return upper;
+    let rows = queued;
+    for (const job of await queues.rows.getActive()) {
+      const data = RowBatchDataSchema.safeParse(job.data);
+      rows += job.name === BATCH_JOB && data.success ? data.data.rows.length : 1;
+    }
     return rows;
   }
 
@@ -421,7 +431,8 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
 
   async function release(): Promise<number> {
     const use = await budgetUse(redis, storeKeys);
-    let room = (await rowsAhead(use)) - (await rowsInFlight());
+    const ahead = await rowsAhead(use);
+    let room = ahead - (await rowsInFlight(ahead));
     if (room <= 0) return 0;
     const turn = await redis.zrange(keys.turn, 0, -1);
     if (turn.length === 0) return 0;
