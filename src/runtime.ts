@@ -159,6 +159,7 @@ export function startWorkers(
     names,
     finder: createCustomerFinder({ redis: runtime.redis, prefix: runtime.config.queuePrefix, index: runtime.customers, refresh }),
     failures: runtime.failures,
+    notifier: runtime.notifier,
   });
   // Rows no job will run any more (a batch that could not hand them on, jobs lost) are queued again.
   const sweeper = startSweeper({ redis: runtime.redis, store: runtime.store, queues: runtime.queues, logger: runtime.logger, failures: runtime.failures }, options.sweep);

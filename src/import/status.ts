@@ -4,6 +4,7 @@ import type { ImportStore } from '../store/importStore.js';
 import type { RedisClient } from '../redis/redis.js';
 import { importSchedule, type ImportSchedule } from '../queue/feeder.js';
 import { SubsyncError } from '../errors.js';
+import { readRunState, type RunState, type RunStatus } from './runState.js';
 
 /** No import of this id in Redis: never created, or its record expired or was lost. */
 export class ImportNotFoundError extends SubsyncError {
@@ -50,6 +51,12 @@ export interface ImportStatus {
    * actually gets, and the ETA at that rate.
    */
   schedule?: ImportScheduleView;
+  /** running, paused, cancelling or cancelled (src/import/runState.ts); running when not asked. */
+  runState: RunState;
+  /** Why it is paused or cancelled (a canary says what it found). */
+  runReason: string | undefined;
+  /** `import --canary N`: its rows, its bound, and whether the rest is still held back. */
+  canary: { rows: number; maxFailures: number; holding: boolean } | undefined;
 }
 
 /** An unfinished import's turn at the fleet's budget (src/queue/feeder.ts). */
@@ -72,6 +79,7 @@ export async function importStatus(store: ImportStore, importId: string, now = D
   const record = await store.getImport(importId);
   if (!record) return undefined;
   const counts = await store.counts(importId);
+  const run: RunStatus = await readRunState(store.redis, store.keys, importId);
   const settled = record.total !== undefined && counts.settled >= record.total;
   const succeeded = Object.entries(counts.byStatus).reduce((sum, [status, n]) => (SUCCESS_STATUSES.has(status as RowStatus) ? sum + n : sum), 0);
   const end = settled ? (record.lastSettledAt ?? now) : now;
@@ -98,6 +106,9 @@ export async function importStatus(store: ImportStore, importId: string, now = D
     retries: counts.retries,
     rateLimited: counts.rateLimited,
     ...(feed && record.finishedAt === undefined && !settled ? { schedule: await scheduleOf(feed, importId, record.total, counts.settled) } : {}),
+    runState: run.state,
+    runReason: run.reason,
+    canary: run.canaryRows === undefined ? undefined : { rows: run.canaryRows, maxFailures: run.canaryMaxFailures ?? 0, holding: run.holdFrom !== undefined },
   };
 }
 

@@ -400,17 +400,22 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
   }
 
   /**
-   * An import an operator paused, or is cancelling, keeps its backlog and
-   * its place and releases nothing; a cancelled one leaves the turn, its
-   * backlog dropped (its unsent rows are settled cancelled).
+   * By the import's run state (`<prefix>:import:<id>:run`): one an operator
+   * paused, or is cancelling, keeps its backlog and its place and releases
+   * nothing; a cancelled one leaves the turn, its backlog dropped (its unsent
+   * rows settled cancelled); a canary's (`holdFrom`) releases no batch past
+   * its first rows until the hold goes.
    */
   async function mayRelease(importId: string): Promise<boolean> {
-    const state = await redis.hget(storeKeys.runState(importId), 'state');
+    const [state, holdFrom] = await redis.hmget(storeKeys.runState(importId), 'state', 'holdFrom');
     if (state === 'cancelled') {
       await dropBacklog(redis, prefix, importId);
       return false;
     }
-    return runStateAllows(state);
+    if (!runStateAllows(state)) return false;
+    if (holdFrom === null || holdFrom === '') return true;
+    const [next] = await redis.zrange(keys.backlog(importId), 0, 0);
+    return next === undefined || Number(next) * ROWS_PER_BATCH + 1 < Number(holdFrom);
   }
 
   /** The next import in the turn with room in its share, or undefined when none has a backlog. */

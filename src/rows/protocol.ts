@@ -19,7 +19,7 @@ import { isSettled, outcomeOf, withOutcome, type LedgerEntry } from '../store/le
 import { coalesce, Slots } from './coalesce.js';
 import { decide, mayHaveAppliedNote, notFoundNote, provenNotApplied, reasonOf, type Decision } from '../api/decision.js';
 import { countedApi, noCalls, type CallFigures } from './figures.js';
-import { RowUnrunnableError, type BatchInput, type BatchPort, type BatchResult, type RowJobInput, type RowJobPort, type RowJobResult } from './interfaces.js';
+import { RowUnrunnableError, type BatchInput, type BatchPort, type BatchResult, type RowJobInput, type RowJobPort, type RowJobResult, type RowRunGate } from './interfaces.js';
 import { keptSecrets, openCells } from './sealed.js';
 import { SubsyncError } from '../errors.js';
 
@@ -43,7 +43,12 @@ export interface RowProtocolOptions {
   failures?: FailureLog;
   /** Told when a settle completed an import's round: its results are due. */
   onComplete(importId: string, round: number): Promise<void>;
+  /** Paused, held (a canary) and cancelling imports; without it every import runs. */
+  runGate?: RowRunGate;
 }
+
+/** Every import runs: the gate of a protocol given none. */
+const ALWAYS_GO: RowRunGate = { gate: async () => 'go', cancelRow: async () => false, refused: async () => false, settled: async () => undefined };
 
 export interface RowProtocol {
   /** One run of a row's own job. */
@@ -81,14 +86,18 @@ type Attempt =
   /** Another run settled the row meanwhile. */
   | { kind: 'taken' }
   /** The process is closing: the row was not started. */
-  | { kind: 'deferred' };
+  | { kind: 'deferred' }
+  /** The import is paused (or held by its canary): the row was not started. */
+  | { kind: 'held' }
+  /** The import is cancelling and the ledger refused to let this row be sent: it settled `cancelled`. */
+  | { kind: 'cancelled' };
 
 /** Thrown by markSent when another run settled the row meanwhile: this attempt stops before sending. */
 class RowTakenError extends SubsyncError {
   readonly code = 'ROW_TAKEN';
 }
 
-type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred';
+type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred' | 'held';
 
 /**
  * The life of a row, from `pending` to settled, whatever runs its jobs:
@@ -116,6 +125,7 @@ type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred';
 export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
   const { store, api, budget, logger } = options;
   const slots = new Slots(options.concurrency);
+  const gate = options.runGate ?? ALWAYS_GO;
   let closing = false;
   // Import records do not change once enqueued (but for counts, kept elsewhere).
   const imports = new Map<string, Promise<KnownImport | undefined>>();
@@ -138,6 +148,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       if (result.applied[i] && isSettled(r.entry.status)) observeRowSettled(r.kind, r.entry.status);
     });
     if (result.complete) await options.onComplete(importId, result.round);
+    await gate.settled(importId, rows.map((r) => r.row));
     return result.applied;
   });
 
@@ -165,6 +176,9 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       return writeUnsettled(importId, { row, entry });
     };
     const job = ROW_JOBS[run.name];
+    // A row whose request is never marked sent (an update) is claimed instead, before it starts: a cancel
+    // leaves a claimed row to its run, and the ledger refuses the claim once the import is cancelling.
+    const claim = !job.marksSentFirst && stored.status === 'pending' && stored.claimed !== true;
     // A processor that marks itself `sent` first is marked while it is next but a few in line for a slot,
     // so its request leaves when the slot frees (markSent then waits for that write to be in Redis).
     let premarked: Promise<boolean> | undefined;
@@ -204,15 +218,24 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       },
     };
     try {
-      const outcome = await slots.run(async () => (closing && run.deferrable ? undefined : job.process(ctx)), premark);
-      if (outcome === undefined) {
+      const outcome = await slots.run(async () => {
+        if (closing && run.deferrable) return undefined;
+        // Asked in the slot, right before the row starts: a pause stops the rows that waited for one.
+        const verdict = await gate.gate(importId, row);
+        if (verdict === 'hold') return 'held' as const;
+        if (verdict === 'cancel' && stored.status === 'pending') throw new RowTakenError('the import is cancelling: this row is not sent');
+        if (claim && !(await write({ ...entry, claimed: true }))) throw new RowTakenError('the claim was refused: the row settled meanwhile, or the import is cancelling');
+        return job.process(ctx);
+      }, premark);
+      if (outcome === undefined || outcome === 'held') {
         // Marked early but never sent: back as it was, so its next run does not read back for nothing.
         if (premarked && (await premarked)) await write(stored);
-        return { kind: 'deferred' };
+        return { kind: outcome === 'held' ? 'held' : 'deferred' };
       }
       return { kind: 'outcome', entry: withOutcome(entry, outcome), status: outcome.status };
     } catch (caught) {
-      if (caught instanceof RowTakenError) return { kind: 'taken' };
+      // Refused by a cancel (not by a settle elsewhere): the row is cancelled, never sent.
+      if (caught instanceof RowTakenError) return (await gate.refused(importId, row, known.record.kind)) ? { kind: 'cancelled' } : { kind: 'taken' };
       // The row's own card number, CVC and password leave no trace in what follows: the ledger's
       // note, the job's failed reason and stack, the logs (src/secrets.ts).
       const error = withoutSecrets(caught, secretValues(known.plan, run.cells));
@@ -269,6 +292,12 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       return { kind: 'failed', outcome };
     }
     if (isSettled(stored.status)) return { kind: 'already', status: stored.status };
+    // A paused (or held) import's row goes back without spending an attempt; a cancelling one's unsent row is cancelled.
+    const verdict = await gate.gate(importId, row);
+    if (verdict === 'hold') return { kind: 'held' };
+    if (verdict === 'cancel' && stored.status === 'pending') {
+      return (await gate.cancelRow(importId, row, record.kind)) ? { kind: 'settled', status: 'cancelled' } : { kind: 'taken' };
+    }
 
     const after = input.after ?? 0;
     const attempt = after + input.attemptsMade + 1;
@@ -283,6 +312,8 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       const result = await attemptRow({ name: input.name, importId, row, known, stored, cells, log, deferrable: false }, figures);
       // (A row job's run is never deferred: only a batch's rows are.)
       if (result.kind === 'taken' || result.kind === 'deferred') return { kind: 'taken' };
+      if (result.kind === 'held') return { kind: 'held' };
+      if (result.kind === 'cancelled') return { kind: 'settled', status: 'cancelled' };
       if (result.kind === 'outcome') {
         await settleRow(importId, { row, entry: result.entry, figures: runFigures(), kind: record.kind });
         figuresAdded = true;
@@ -331,7 +362,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     await store.addFigures(importId, unsettled);
     const failure = ended.find((e) => e.status === 'rejected');
     if (failure) throw failure.reason;
-    const result: BatchResult = { settled: 0, handed: 0, skipped: 0, deferred: 0 };
+    const result: BatchResult = { settled: 0, handed: 0, skipped: 0, deferred: 0, held: 0 };
     for (const e of ended) if (e.status === 'fulfilled') result[e.value]++;
     return result;
   }
@@ -373,20 +404,27 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     // retried from the dashboard): that job owns it, and its entry. Adding the job again is a no-op
     // while it is there, and makes sure it is.
     if (stored.handed) return addRowJob({ after: 1 });
+    const verdict = await gate.gate(importId, row);
+    if (verdict === 'hold') return 'held';
+    if (verdict === 'cancel' && stored.status === 'pending') {
+      await forget();
+      await gate.cancelRow(importId, row, record.kind);
+      return 'settled';
+    }
 
     const cells = openCells(stored.cells, token, options.keyring);
     let current = stored;
     for (;;) {
       const figures: CallFigures = noCalls();
       const result = await attemptRow({ name, importId, row, known, stored: current, cells, log, deferrable: true }, figures);
-      if (result.kind === 'deferred') {
+      if (result.kind === 'deferred' || result.kind === 'held') {
         addTo(unsettled, figures);
-        return 'deferred';
+        return result.kind;
       }
-      if (result.kind === 'taken') {
+      if (result.kind === 'taken' || result.kind === 'cancelled') {
         addTo(unsettled, figures);
         await forget();
-        return 'skipped';
+        return result.kind === 'taken' ? 'skipped' : 'settled';
       }
       if (result.kind === 'outcome') {
         await forget();

@@ -32,6 +32,8 @@ import {
 import { requeueStranded } from '../queue/requeue.js';
 import { fullJitterBackoff, type BackoffBounds } from '../backoff.js';
 import type { FailureLog } from '../failureLog.js';
+import { createRunGate } from '../import/runGate.js';
+import type { Notifier } from '../notify/notifier.js';
 
 export interface RowWorkerOptions {
   connection: RedisClient;
@@ -56,6 +58,8 @@ export interface RowWorkerOptions {
   names?: NameSearch;
   /** Repeated failures (a Redis outage) logged once per class and interval, not once per row. */
   failures?: FailureLog;
+  /** Told `import.paused` when a canary pauses its import. */
+  notifier?: Pick<Notifier, 'notify'>;
 }
 
 /** Ends a worker's name in the fleet (BullMQ's client name) when it cannot open card data. */
@@ -72,6 +76,8 @@ export const NO_CARD_KEY_SUFFIX = ':no-card-key';
  */
 export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, unknown, RowQueueJobName> {
   const { store, queues, logger } = options;
+  // Paused, held (a canary) and cancelling imports (src/import/runGate.ts).
+  const gate = createRunGate({ redis: options.connection, store, queues, logger, notifier: options.notifier });
   const protocol: RowProtocol = createRowProtocol({
     store,
     api: options.api,
@@ -85,12 +91,13 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     names: options.names,
     failures: options.failures,
     onComplete: (importId, round) => enqueueFinalize(queues, importId, round),
+    runGate: gate,
   });
   // The protocol's delay for a retry, read by the backoff strategy when BullMQ schedules the next attempt.
   const delays = new WeakMap<Error, number>();
 
   /** A row job: a row's retries (it failed in its batch), a failed row kept for the dashboard, a dashboard retry. */
-  async function processRow(job: Job<RowJobData, unknown, JobName>): Promise<string> {
+  async function processRow(job: Job<RowJobData, unknown, JobName>, token: string | undefined): Promise<string> {
     const data = RowJobDataSchema.parse(job.data);
     const port: RowJobPort = {
       // A failed row's job keeps nothing of its batch (so a retry starts afresh), and its cells without the CVC.
@@ -122,6 +129,10 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       case 'rate-limited':
         // Fetching stays on: the budget, not the queue, holds requests back.
         throw Worker.RateLimitError();
+      case 'held':
+        // Paused, or after a canary still running: back, delayed, without spending an attempt.
+        await gate.hold(job, token, data.importId);
+        throw new DelayedError();
       case 'retry':
         delays.set(result.error, result.delayMs);
         throw result.error;
@@ -131,7 +142,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
   }
 
   /** A batch job: its rows side by side, each settled as it succeeds, or handed to a job of its own. */
-  async function processBatch(job: Job<RowBatchData, unknown, typeof BATCH_JOB>): Promise<string> {
+  async function processBatch(job: Job<RowBatchData, unknown, typeof BATCH_JOB>, token: string | undefined): Promise<string> {
     const data = RowBatchDataSchema.parse(job.data);
     const held = heldSecrets(job, data);
     const port: BatchPort = {
@@ -142,6 +153,11 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     };
     const result = await unrunnable(() => protocol.runBatch({ importId: data.importId, rows: data.rows, jobId: job.id, secrets: data.secrets }, port));
     // Closing: the batch goes back to wait, without spending an attempt, for the rows it did not start.
+    if (result.held > 0) {
+      // Paused, or after a canary still running: the batch goes back, delayed, without spending an attempt.
+      await gate.hold(job, token, data.importId);
+      throw new DelayedError();
+    }
     if (result.deferred > 0) throw Worker.RateLimitError();
     return `${result.settled} settled, ${result.handed} handed to row jobs, ${result.skipped} already settled`;
   }
@@ -152,9 +168,9 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
    * is, instead of leaving them without a job. When even that fails (Redis
    * refusing writes), the batch fails and the sweep queues its rows later.
    */
-  async function processBatchOrHandOn(job: Job<RowBatchData, unknown, typeof BATCH_JOB>): Promise<string> {
+  async function processBatchOrHandOn(job: Job<RowBatchData, unknown, typeof BATCH_JOB>, token: string | undefined): Promise<string> {
     try {
-      return await processBatch(job);
+      return await processBatch(job, token);
     } catch (error) {
       const last = error instanceof UnrecoverableError || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
       if (!last || !(error instanceof Error) || error instanceof RateLimitError || error instanceof DelayedError) throw error;
@@ -196,7 +212,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     ROWS_QUEUE,
     async (job, token) => {
       if (await returnCardJob(job, token)) throw new DelayedError();
-      return isRowJob(job) ? processRow(job) : processBatchOrHandOn(job as Job<RowBatchData, unknown, typeof BATCH_JOB>);
+      return isRowJob(job) ? processRow(job, token) : processBatchOrHandOn(job as Job<RowBatchData, unknown, typeof BATCH_JOB>, token);
     },
     {
       // Stored on each job it runs (job.processedBy): which process on which machine ran a row; and

@@ -76,7 +76,7 @@ describe('the row protocol, without a queue', () => {
 
     // The batch of all three: row 1 is skipped, rows 2 and 3 created, and the import completes once.
     const batch = await protocol.runBatch({ importId, rows: [1, 2, 3] }, port);
-    expect(batch).toEqual({ settled: 2, handed: 0, skipped: 1, deferred: 0 });
+    expect(batch).toEqual({ settled: 2, handed: 0, skipped: 1, deferred: 0, held: 0 });
     expect(createsOf(w)).toBe(3);
     for (const n of [1, 2, 3]) expect(withEmail(w, `proto${n}@example.com`)).toHaveLength(1);
     expect(completed).toEqual([{ importId, round: 0 }]);
@@ -137,7 +137,7 @@ describe('the row protocol, without a queue', () => {
 
     // In a batch, the row waits for the budget and goes again in the same run.
     w.refuseNext('createCustomer', 429, 'Too many requests');
-    expect(await protocol.runBatch({ importId, rows: [2] }, port)).toEqual({ settled: 1, handed: 0, skipped: 0, deferred: 0 });
+    expect(await protocol.runBatch({ importId, rows: [2] }, port)).toEqual({ settled: 1, handed: 0, skipped: 0, deferred: 0, held: 0 });
     expect(withEmail(w, 'proto1@example.com')).toHaveLength(1);
     expect(withEmail(w, 'proto2@example.com')).toHaveLength(1);
     expect((await w.store.counts(importId)).rateLimited).toBe(2);
@@ -153,7 +153,7 @@ describe('the row protocol, without a queue', () => {
     for (const row of [1, 2]) await w.store.updateUnsettled(importId, row, { ...(await w.store.getRow(importId, row))!, status: 'sent', attempts: 1 });
     const { protocol } = protocolOn(w);
 
-    expect(await protocol.runBatch({ importId, rows: [1, 2] }, runner())).toEqual({ settled: 2, handed: 0, skipped: 0, deferred: 0 });
+    expect(await protocol.runBatch({ importId, rows: [1, 2] }, runner())).toEqual({ settled: 2, handed: 0, skipped: 0, deferred: 0, held: 0 });
     expect(await w.store.getRow(importId, 1)).toMatchObject({ status: 'reconciled', customerId: existing.CustomerID, attempts: 2 });
     expect(await w.store.getRow(importId, 2)).toMatchObject({ status: 'created', attempts: 2 });
     // One create (row 2's), and only after a search had shown its customer was not there.
@@ -185,7 +185,7 @@ describe('the row protocol, without a queue', () => {
 
     expect(await protocol.runRow({ name: 'customer.upsert', importId, row: 1, attemptsMade: 0, attempts: 3 }, runner())).toEqual({ kind: 'taken' });
     row = 2;
-    expect(await protocol.runBatch({ importId, rows: [2] }, runner())).toEqual({ settled: 0, handed: 0, skipped: 1, deferred: 0 });
+    expect(await protocol.runBatch({ importId, rows: [2] }, runner())).toEqual({ settled: 0, handed: 0, skipped: 1, deferred: 0, held: 0 });
     expect(createsOf(w)).toBe(0);
     for (const r of [1, 2]) expect(await w.store.getRow(importId, r)).toMatchObject({ status: 'created', customerId: '999999' });
   });
@@ -199,7 +199,7 @@ describe('the row protocol, without a queue', () => {
     const port = runner();
     protocol.stopStarting();
     const secrets = { '1': sealSecrets(keyring, {}) };
-    expect(await protocol.runBatch({ importId, rows: [1, 2], secrets }, port)).toEqual({ settled: 0, handed: 0, skipped: 0, deferred: 2 });
+    expect(await protocol.runBatch({ importId, rows: [1, 2], secrets }, port)).toEqual({ settled: 0, handed: 0, skipped: 0, deferred: 2, held: 0 });
     expect(w.requests).toEqual([]);
     expect(port.sealed.size).toBe(0);
     expect(await w.store.getRows(importId, [1, 2])).toEqual([
@@ -216,12 +216,12 @@ describe('the row protocol, without a queue', () => {
     const port = runner();
     // A 408: transient, and the service says it did not handle the request.
     w.refuseNext('createCustomer', 408, 'Request timeout');
-    expect(await protocol.runBatch({ importId, rows: [1] }, port)).toEqual({ settled: 0, handed: 1, skipped: 0, deferred: 0 });
+    expect(await protocol.runBatch({ importId, rows: [1] }, port)).toEqual({ settled: 0, handed: 1, skipped: 0, deferred: 0, held: 0 });
     expect(port.handed).toEqual([{ name: 'customer.create', importId, row: 1, after: 1, attempts: 2, delayMs: expect.any(Number) }]);
     expect(await w.store.getRow(importId, 1)).toMatchObject({ status: 'pending', handed: true, attempts: 1 });
 
     // A batch run again leaves the row to its job (and makes sure the job is there).
-    expect(await protocol.runBatch({ importId, rows: [1] }, port)).toEqual({ settled: 0, handed: 1, skipped: 0, deferred: 0 });
+    expect(await protocol.runBatch({ importId, rows: [1] }, port)).toEqual({ settled: 0, handed: 1, skipped: 0, deferred: 0, held: 0 });
     expect(createsOf(w)).toBe(1);
 
     const own = await protocol.runRow({ name: 'customer.create', importId, row: 1, after: 1, attemptsMade: 0, attempts: 2 }, port);
@@ -242,7 +242,7 @@ describe('the row protocol, without a queue', () => {
     const { protocol } = protocolOn(w, { keyring });
     const port = runner();
 
-    expect(await protocol.runBatch({ importId, rows: [1], secrets: { '1': token } }, port)).toEqual({ settled: 0, handed: 1, skipped: 0, deferred: 0 });
+    expect(await protocol.runBatch({ importId, rows: [1], secrets: { '1': token } }, port)).toEqual({ settled: 0, handed: 1, skipped: 0, deferred: 0, held: 0 });
     const [handOn] = port.handed;
     expect(handOn).toMatchObject({ name: 'paymentMethod.update', row: 1, secrets: token, attempts: 3, verdict: { status: 'failed' } });
     // The batch's data lets go of the row's cells once its own job holds them.

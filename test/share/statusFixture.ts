@@ -24,4 +24,7 @@ export const NO_SCHEDULE_FIELDS: ImportStatus = {
   writes: 0,
   retries: 0,
   rateLimited: 0,
+  runState: 'running',
+  runReason: undefined,
+  canary: undefined,
 };
