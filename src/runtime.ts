@@ -19,6 +19,7 @@ import { createCustomerFinder } from './customers/finder.js';
 import { createNameSearch } from './customers/nameSearch.js';
 import { createFailureLog, type FailureLog } from './failureLog.js';
 import { startSweeper } from './import/sweep.js';
+import { startFeeder, type Feeder } from './queue/feeder.js';
 import { createNotifier, type Notifier } from './notify/notifier.js';
 
 /**
@@ -124,6 +125,8 @@ export interface WorkerHandles {
   control: Worker | undefined;
   api: ApiClient;
   sweeper: ReturnType<typeof startSweeper>;
+  /** Releases imports' batches to the rows queue in turn, while this process holds the fleet's feeder lock. */
+  feeder: Feeder;
 }
 
 /** Starts the row worker (and the control worker unless `control` is false) on `runtime`. */
@@ -131,7 +134,10 @@ export function startWorkers(
   runtime: Runtime,
   options: { apiUrl: string; concurrency: number; control?: boolean; rate?: number; backoff?: BackoffBounds; sweep?: { intervalMs?: number; quietMs?: number } },
 ): WorkerHandles {
-  const budget = createBudget(runtime.redis, runtime.store.keys, { rate: options.rate ?? runtime.config.rate });
+  const rate = options.rate ?? runtime.config.rate;
+  const exportShare = runtime.config.exportShare;
+  // Two classes draw from the one budget: the rows (and what they read of the customers), and the export's pages.
+  const budget = createBudget(runtime.redis, runtime.store.keys, { rate, class: 'import', exportShare });
   const api = openApi(runtime, options.apiUrl, budget);
   // What the worker's rows read of the service's customers (the index, its deltas and scans) draws from the same budget.
   const refresh = { api, budget, index: runtime.customers, redis: runtime.redis, prefix: runtime.config.queuePrefix };
@@ -157,6 +163,18 @@ export function startWorkers(
   });
   // Rows no job will run any more (a batch that could not hand them on, jobs lost) are queued again.
   const sweeper = startSweeper({ redis: runtime.redis, store: runtime.store, queues: runtime.queues, logger: runtime.logger, failures: runtime.failures }, options.sweep);
+  const feeder = startFeeder({
+    redis: runtime.redis,
+    prefix: runtime.config.queuePrefix,
+    queues: runtime.queues,
+    store: runtime.store,
+    logger: runtime.logger,
+    failures: runtime.failures,
+    rate,
+    exportShare,
+    concurrency: options.concurrency,
+  });
+  const exportBudget = createBudget(runtime.redis, runtime.store.keys, { rate, class: 'export', exportShare });
   const control =
     options.control === false
       ? undefined
@@ -165,8 +183,9 @@ export function startWorkers(
           prefix: runtime.config.queuePrefix,
           store: runtime.store,
           queues: runtime.queues,
-          api,
-          budget,
+          // The control queue's API work is the export's: its own class of the budget.
+          api: openApi(runtime, options.apiUrl, exportBudget),
+          budget: exportBudget,
           dataDir: runtime.config.dataDir,
           logger: runtime.logger,
           customers: runtime.customers,
@@ -180,8 +199,9 @@ export function startWorkers(
         });
   // Closing a worker lets its active jobs finish; the API client closes after.
   runtime.adopt(async () => {
+    await feeder.close();
     await sweeper.stop();
     await Promise.all([rows.close(), control?.close()]);
   });
-  return { rows, control, api, sweeper };
+  return { rows, control, api, sweeper, feeder };
 }
