@@ -12,6 +12,7 @@ import { checkRedis, createRedis } from './queue/redis.js';
 import { startRowWorker } from './queue/rowWorker.js';
 import { checkContinuity, importJournal, type ImportJournal } from './store/continuity.js';
 import { createImportStore, type ImportStore } from './store/importStore.js';
+import { openRollbackWatch, type RollbackWatch } from './store/rollback.js';
 import { createCustomerIndex, type CustomerIndex } from './customers/customerIndex.js';
 import { createCustomerGuard } from './customers/guard.js';
 import { createCustomerFinder } from './customers/finder.js';
@@ -39,6 +40,8 @@ export interface Runtime {
   failures: FailureLog;
   /** Set when Redis lost subsync's data since this data dir last saw it: the explanation. */
   redisLoss: string | undefined;
+  /** Detects a Redis that came back without its last acknowledged writes (src/store/rollback.ts). */
+  rollbacks: RollbackWatch;
   /** Things opened later (API clients, workers), closed first. */
   adopt(close: () => Promise<void>): void;
   close(): Promise<void>;
@@ -56,8 +59,13 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
   const store = createImportStore(storeRedis, config.queuePrefix);
   const queues = openQueues(redis, config.queuePrefix, (error) => failures.report('queue connection', error));
   let redisLoss: string | undefined;
+  let rollbacks: RollbackWatch;
   try {
     redisLoss = await checkContinuity(redis, config.queuePrefix, config.dataDir);
+    if (redisLoss) logger.warn(redisLoss);
+    // Every mark and settle tells the watch the rollback counter; a rollback found at start is handled before anything runs.
+    rollbacks = (await openRollbackWatch({ redis: storeRedis, store, prefix: config.queuePrefix, dataDir: config.dataDir, logger, redisLost: redisLoss !== undefined })).watch;
+    store.watchSeq(rollbacks);
   } catch (error) {
     // (Redis out of memory refuses the marker's write.) Nothing opened here may keep the process alive.
     await queues.close().catch(() => undefined);
@@ -65,7 +73,6 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
     failures.close();
     throw error;
   }
-  if (redisLoss) logger.warn(redisLoss);
   const later: Array<() => Promise<void>> = [];
   let closing: Promise<void> | undefined;
   return {
@@ -79,11 +86,13 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
     journal: importJournal(config.dataDir),
     failures,
     redisLoss,
+    rollbacks,
     adopt: (close) => later.push(close),
     close() {
       // Idempotent: a second close waits for the first.
       closing ??= (async () => {
         for (const close of later.reverse()) await close();
+        await rollbacks.close();
         await queues.close();
         for (const connection of [storeRedis, redis]) await connection.quit().catch(() => connection.disconnect());
         failures.close();

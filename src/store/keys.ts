@@ -22,6 +22,12 @@ export function storeKeys(prefix: string) {
     foundRecords: (importId: string) => `${prefix}:import:${importId}:records`,
     /** Hash: the pages of an import's searches by name, and their counts (src/customers/nameSearch.ts). */
     nameSearches: (importId: string) => `${prefix}:import:${importId}:names`,
+    /** String: the rollback counter, bumped by every mark and settle; it only grows while Redis keeps its writes (src/store/rollback.ts). */
+    seq: `${prefix}:seq`,
+    /** String: set while a process handles a rollback it detected; marks are refused (nothing is sent) meanwhile. */
+    rollbackHold: `${prefix}:rollback-hold`,
+    /** List: the rollbacks detected, newest first (JSON), for status, the start check and the dashboard. */
+    rollbacks: `${prefix}:rollbacks`,
     /** String: held by the worker that sweeps the unfinished imports this interval (src/import/sweep.ts). */
     sweepLock: `${prefix}:sweep-lock`,
     /** The fleet-wide API budget: theoretical arrival time, and the block after a 429. */
