@@ -18,7 +18,8 @@
  *   manifest written), not to the next 50 ms poll.
  */
 import { spawn } from 'node:child_process';
-import { waitForExport } from '../src/cli/export.js';
+import { waitForExport } from '../src/export/wait.js';
+import { createExportStore } from '../src/export/state.js';
 import { enqueueExport } from '../src/export/job.js';
 import { EXPORT_DEFAULTS, SEARCH_PAGE_SIZE } from '../src/policy.js';
 import { startSandbox } from '../src/sandbox/server.js';
@@ -82,7 +83,7 @@ export async function exportBench(customers: number): Promise<BenchRow[]> {
     const idle = await peakRssMb(worker.child.pid);
     const enqueuedAt = Date.now();
     const exportId = await enqueueExport(bench.runtime.queues.control, { format: 'csv', gzip: false });
-    const record = await waitForExport(bench.runtime, exportId, undefined, 50);
+    const record = await waitForExport(createExportStore(bench.runtime.redis, bench.runtime.config.queuePrefix), bench.runtime.queues, exportId, { pollMs: 50 });
     rowsPerSecond = (record.count ?? 0) / (((record.finishedAt ?? Date.now()) - enqueuedAt) / 1000);
     rss = await peakRssMb(worker.child.pid);
     if (record.count !== customers) log(`warning: exported ${record.count} of ${customers}`);

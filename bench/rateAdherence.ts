@@ -8,7 +8,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { importFile } from '../src/import/producer.js';
-import { createBudget } from '../src/queue/budget.js';
+import { createBudget } from '../src/redis/budget.js';
 import { z } from 'zod';
 import { writeCustomersCsv } from './make-customers.js';
 import { log, openBenchRuntime, spawnCli, spawnSandbox, waitFinished, type BenchRow, type Spawned } from './support.js';

@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { loadConfig, type Config } from '../src/config.js';
 import { createLogger } from '../src/log.js';
-import { deleteKeysWithPrefix } from '../src/queue/redis.js';
+import { deleteKeysWithPrefix } from '../src/redis/redis.js';
 import { openRuntime, type Runtime } from '../src/runtime.js';
 import { importStatus, type ImportStatus } from '../src/import/status.js';
 

@@ -5,7 +5,7 @@ import type { RowOptions } from '../src/csv/rows.js';
 import type { CustomerFinder } from '../src/customers/finder.js';
 import type { NameSearch } from '../src/customers/nameSearch.js';
 import type { CustomerGuard } from '../src/customers/guard.js';
-import type { ApiBudget } from '../src/queue/budget.js';
+import type { ApiBudget } from '../src/redis/budget.js';
 import type { RowStatus } from '../src/outcomes.js';
 
 /**

@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import { ApiError } from './api/errors.js';
 import { scrubCardNumbers } from './api/rules.js';
 import { FAILURE_LOG_INTERVAL_MS } from './policy.js';
-import { REDIS_OOM_CODE, isRedisOutOfMemory, redisOutOfMemoryMessage } from './queue/redis.js';
+import { REDIS_OOM_CODE, isRedisOutOfMemory, redisOutOfMemoryMessage } from './redis/redis.js';
 
 export interface FailureLog {
   /** Counts a failure at `place` (e.g. `row attempt`, `redis connection`): logged now if it is new, else in the next interval's line. */

@@ -48,7 +48,7 @@ export const REDACTED = '[redacted]';
  * its causes' (pino joins them in), the API's words and any other field. A
  * path cannot reach a card number a service echoed into a message; this
  * does. The row's own CVC is scrubbed before the error reaches a logger
- * (src/queue/rowWorker.ts).
+ * (src/workers/rowWorker.ts).
  */
 export function scrubbedError(error: Error): pino.SerializedError {
   const serialized: unknown = pino.stdSerializers.err(error);

@@ -8,7 +8,7 @@ import { requireApiUrl } from '../config.js';
 import type { IndexMeta } from '../customers/customerIndex.js';
 import { indexReport, type IndexReport } from '../customers/report.js';
 import { refreshDelta, refreshFull } from '../customers/refresh.js';
-import { createBudget } from '../queue/budget.js';
+import { createBudget } from '../redis/budget.js';
 import { openApi, type Runtime } from '../runtime.js';
 import { withRuntime } from './context.js';
 

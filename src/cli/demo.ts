@@ -11,7 +11,7 @@ export function register(program: Command): void {
     .description('run the end-to-end demo against an in-process sandbox (so far: every API endpoint once)')
     .action(async () => {
       // Loaded on use, so `--help` and other commands do not load the demo's dependencies.
-      const { runDemo } = await import('../demo.js');
+      const { runDemo } = await import('./demoRun.js');
       await runDemo();
     });
 }

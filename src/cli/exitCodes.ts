@@ -11,7 +11,7 @@ import { DashboardNeedsTokenError } from '../dashboard/auth.js';
 import { ExportFailedError, ExportIncompleteError } from '../export/errors.js';
 import { RetryError } from '../import/retry.js';
 import { ImportNotFoundError } from '../import/status.js';
-import { RedisCheckError, isRedisOutOfMemory, redisOutOfMemoryMessage } from '../queue/redis.js';
+import { RedisCheckError, isRedisOutOfMemory, redisOutOfMemoryMessage } from '../redis/redis.js';
 
 /** `import --wait` settled, and some rows did not succeed: exit 3. */
 export class RowsDidNotSucceedError extends Error {

@@ -7,9 +7,9 @@
  * may be missing or doubled (the service kept changing); 1 failed.
  */
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { InvalidArgumentError, type Command } from 'commander';
-import { ExportFailedError, ExportIncompleteError } from '../export/errors.js';
+import { ExportIncompleteError } from '../export/errors.js';
+import { waitForExport } from '../export/wait.js';
 import { enqueueExport } from '../export/job.js';
 import { EXPORT_FORMATS, type ExportFormat, type ExportRequest } from '../export/request.js';
 import { createExportStore, type ExportRecord } from '../export/state.js';
@@ -78,7 +78,7 @@ export async function runExportCommand(runtime: Runtime, flags: ExportFlags, out
     print('queued: a `subsync worker` (with control jobs) writes it', { exportId, queued: true });
     return undefined;
   }
-  const record = await waitForExport(runtime, exportId, flags.json ? undefined : process.stderr);
+  const record = await followExport(runtime, exportId, flags.json ? undefined : process.stderr);
   for (const warning of await createExportStore(runtime.redis, runtime.config.queuePrefix).warnings(exportId)) {
     print(`warning: ${warning}`, { exportId, warning });
   }
@@ -90,29 +90,18 @@ export async function runExportCommand(runtime: Runtime, flags: ExportFlags, out
 }
 
 /**
- * Polls the export's record in Redis until it is done, drawing pages done of
- * pages planned, rows/s and ETA on `progressTo`. Throws ExportFailedError when
- * the export (or its job, before it had a record) failed for good.
+ * Follows the export to its end (src/export/wait.ts), drawing pages done of
+ * pages planned, rows/s and ETA on `progressTo`.
  */
-export async function waitForExport(runtime: Runtime, exportId: string, progressTo: NodeJS.WriteStream | undefined, pollMs = 250): Promise<ExportRecord> {
-  const store = createExportStore(runtime.redis, runtime.config.queuePrefix);
+export async function followExport(runtime: Runtime, exportId: string, progressTo: NodeJS.WriteStream | undefined): Promise<ExportRecord> {
   const bar = progressTo ? createBar(progressTo) : undefined;
   try {
-    for (;;) {
-      const record = await store.get(exportId);
-      if (record?.status === 'done') {
-        bar?.draw(1, progressText(record), true);
-        return record;
-      }
-      if (record?.status === 'failed') throw new ExportFailedError(exportId, record.error ?? 'unknown reason');
-      if (!record) {
-        const job = await runtime.queues.control.getJob(exportId);
-        if (!job) throw new ExportFailedError(exportId, 'its job is not in the queue');
-        if ((await job.getState()) === 'failed') throw new ExportFailedError(exportId, job.failedReason || 'unknown reason');
-      }
-      bar?.draw(record && record.pagesPlanned > 0 ? record.pagesDone / record.pagesPlanned : undefined, record ? progressText(record) : 'waiting for a worker…', false);
-      await sleep(pollMs);
-    }
+    const record = await waitForExport(createExportStore(runtime.redis, runtime.config.queuePrefix), runtime.queues, exportId, {
+      onProgress: (current) =>
+        bar?.draw(current && current.pagesPlanned > 0 ? current.pagesDone / current.pagesPlanned : undefined, current ? progressText(current) : 'waiting for a worker…', false),
+    });
+    bar?.draw(1, progressText(record), true);
+    return record;
   } finally {
     bar?.end();
   }

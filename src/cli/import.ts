@@ -7,7 +7,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { InvalidArgumentError, type Command } from 'commander';
 import { describeEstimate } from '../customers/estimate.js';
-import { createBudget } from '../queue/budget.js';
+import { createBudget } from '../redis/budget.js';
 import { openApi } from '../runtime.js';
 import { requireApiUrl } from '../config.js';
 import { FileRejectedError } from '../csv/errors.js';
@@ -15,7 +15,7 @@ import { enqueueLeaseKey, importFile, type ImportResult } from '../import/produc
 import { ImportNotFoundError, importStatus, type ImportStatus } from '../import/status.js';
 import { sweepImport } from '../import/sweep.js';
 import { holdsCardData } from '../queue/requeue.js';
-import { NO_CARD_KEY_SUFFIX } from '../queue/rowWorker.js';
+import { NO_CARD_KEY_SUFFIX } from '../workers/rowWorker.js';
 import { WAIT_DEFAULTS } from '../policy.js';
 import type { Runtime } from '../runtime.js';
 import { withRuntime } from './context.js';

@@ -23,8 +23,8 @@
  *   whose create is under way, so two imports of one person never both send
  *   (see claimIdentity).
  */
-import type { RedisClient } from '../queue/redis.js';
-import { luaScript } from '../store/script.js';
+import type { RedisClient } from '../redis/redis.js';
+import { luaScript } from '../redis/script.js';
 import type { Customer } from '../api/schemas/index.js';
 import { digestOf, fieldKey, identityKey } from './identity.js';
 

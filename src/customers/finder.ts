@@ -21,13 +21,13 @@ import { randomBytes } from 'node:crypto';
 import type { ApiClient } from '../api/client.js';
 import { CustomerSchema, type Customer } from '../api/schemas/index.js';
 import { SEARCH_PAGE_SIZE } from '../policy.js';
-import type { RedisClient } from '../queue/redis.js';
+import type { RedisClient } from '../redis/redis.js';
 import type { CustomerIndex, IndexMeta } from './customerIndex.js';
 import { digestOf, fieldKey, identityKey, normalizeEmail, normalizeText } from './identity.js';
 import { currentIndex, refreshFull, type RefreshDeps } from './refresh.js';
 import { INDEX_FRESH_MS } from './guard.js';
 import { searchPage } from './search.js';
-import { storeKeys } from '../store/keys.js';
+import { storeKeys } from '../redis/keys.js';
 
 export type UpsertStrategy = 'index' | 'scan' | 'search';
 

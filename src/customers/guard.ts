@@ -15,10 +15,9 @@
  */
 import type { ApiClient } from '../api/client.js';
 import type { Customer } from '../api/schemas/index.js';
-import { SEARCH_PAGE_SIZE } from '../policy.js';
 import type { ImportStore, LedgerEntry } from '../store/importStore.js';
 import type { CustomerIndex } from './customerIndex.js';
-import { identityKey, normalizeText, type Person } from './identity.js';
+import { identityKey, type Person } from './identity.js';
 import type { IndexMeta } from './customerIndex.js';
 import { buildIfCheaper, currentIndex, type RefreshDeps } from './refresh.js';
 import type { NameSearch } from './nameSearch.js';

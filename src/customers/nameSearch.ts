@@ -16,8 +16,8 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CustomerSchema, type Customer } from '../api/schemas/index.js';
 import { SEARCH_PAGE_SIZE } from '../policy.js';
-import type { RedisClient } from '../queue/redis.js';
-import { storeKeys } from '../store/keys.js';
+import type { RedisClient } from '../redis/redis.js';
+import { storeKeys } from '../redis/keys.js';
 import { INVISIBLE, type Person } from './identity.js';
 import { searchPage, type SearchDeps } from './search.js';
 

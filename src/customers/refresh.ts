@@ -21,9 +21,9 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pLimit from 'p-limit';
 import type { Customer, SearchCustomersResponse } from '../api/schemas/index.js';
-import { compareIds } from '../export/pager.js';
+import { compareIds } from './search.js';
 import { SEARCH_PAGE_SIZE } from '../policy.js';
-import type { RedisClient } from '../queue/redis.js';
+import type { RedisClient } from '../redis/redis.js';
 import { DEFAULT_INDEXED_FIELDS, type CustomerIndex, type IndexMeta } from './customerIndex.js';
 import { searchPage, type SearchDeps } from './search.js';
 

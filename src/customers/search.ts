@@ -2,8 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { ApiClient } from '../api/client.js';
 import { ApiError, ApiRateLimitedError } from '../api/errors.js';
 import type { SearchCustomersResponse, SearchQuery } from '../api/schemas/index.js';
-import type { ApiBudget } from '../queue/budget.js';
-import { fullJitterBackoff, type BackoffBounds } from '../queue/queues.js';
+import type { ApiBudget } from '../redis/budget.js';
+import { fullJitterBackoff, type BackoffBounds } from '../backoff.js';
 
 /** Attempts of one search page (an idempotent GET) before its reader gives up; 429s wait and do not count. */
 export const SEARCH_PAGE_ATTEMPTS = 6;
@@ -39,4 +39,12 @@ export async function searchPage(deps: SearchDeps, query: SearchQuery): Promise<
       attempt++;
     }
   }
+}
+
+/** Numeric-text CustomerIDs compared as numbers, without a length limit. */
+export function compareIds(a: string, b: string): number {
+  const x = a.length > 1 && a.startsWith('0') ? a.replace(/^0+(?=\d)/, '') : a;
+  const y = b.length > 1 && b.startsWith('0') ? b.replace(/^0+(?=\d)/, '') : b;
+  if (x.length !== y.length) return x.length - y.length;
+  return x < y ? -1 : x > y ? 1 : 0;
 }

@@ -9,7 +9,7 @@ import { errorGroups, type ErrorGroup } from '../import/errorGroups.js';
 import { RetryError, retryGroup, retryRows, type RetryResult } from '../import/retry.js';
 import { ImportNotFoundError, importStatus, type ImportStatus } from '../import/status.js';
 import { PROBLEM_STATUSES, ROW_STATUSES, type RowStatus } from '../outcomes.js';
-import { planOf } from '../queue/rowWorker.js';
+import { planOf } from '../store/plan.js';
 import { RESULT_FILE_NAMES } from '../results/writeResults.js';
 import type { ImportRecord, LedgerEntry } from '../store/importStore.js';
 import { csrfOf, noticeOf, redirectWithNotice, sendPage, type DashboardContext } from './context.js';

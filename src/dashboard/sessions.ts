@@ -16,7 +16,7 @@
  *   guess answered differently would still be an oracle).
  */
 import { createHash } from 'node:crypto';
-import type { RedisClient } from '../queue/redis.js';
+import type { RedisClient } from '../redis/redis.js';
 
 /** A session lasts this long; then the browser must log in again. */
 export const SESSION_SECONDS = 12 * 3600;

@@ -13,7 +13,8 @@
  * partitioned export, a resumed run) the file is written again from the
  * spool, as it would have been without this.
  */
-import { compareIds, type PageRead } from './pager.js';
+import { compareIds } from '../customers/search.js';
+import type { PageRead } from './pager.js';
 import type { Spool, SpoolLocation } from './spool.js';
 import type { ExportFileSink } from './writer.js';
 

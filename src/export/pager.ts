@@ -44,8 +44,9 @@ import type { ApiClient } from '../api/client.js';
 import { ApiError, ApiRateLimitedError, ApiRefusedError } from '../api/errors.js';
 import type { SearchCustomersResponse } from '../api/schemas/index.js';
 import { EXPORT_DEFAULTS } from '../policy.js';
-import type { ApiBudget } from '../queue/budget.js';
-import { fullJitterBackoff, type BackoffBounds } from '../queue/queues.js';
+import type { ApiBudget } from '../redis/budget.js';
+import { fullJitterBackoff, type BackoffBounds } from '../backoff.js';
+import { compareIds } from '../customers/search.js';
 import type { ExportFormat } from './request.js';
 import type { Spool, SpoolLocation } from './spool.js';
 import { pageKey, type ExportMode, type ExportStore, type ListingState, type PageMeta } from './state.js';
@@ -121,14 +122,6 @@ export interface PagingOutcome {
  * the move already hold every customer it added.
  */
 export type Verdict = { consistent: true; note?: string } | { consistent: false; reread: number[]; reason: string };
-
-/** Numeric-text CustomerIDs compared as numbers, without a length limit. */
-export function compareIds(a: string, b: string): number {
-  const x = a.length > 1 && a.startsWith('0') ? a.replace(/^0+(?=\d)/, '') : a;
-  const y = b.length > 1 && b.startsWith('0') ? b.replace(/^0+(?=\d)/, '') : b;
-  if (x.length !== y.length) return x.length - y.length;
-  return x < y ? -1 : x > y ? 1 : 0;
-}
 
 /** `[1,2,3,7]` → `1–3, 7`. */
 export function formatPages(pages: readonly number[]): string {

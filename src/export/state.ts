@@ -18,7 +18,7 @@
  * EXPORT_DEFAULTS.recordTtlSeconds.
  */
 import { createHash } from 'node:crypto';
-import type { RedisClient } from '../queue/redis.js';
+import type { RedisClient } from '../redis/redis.js';
 import { z } from 'zod';
 import { EXPORT_DEFAULTS } from '../policy.js';
 import { EXPORT_FORMATS } from './request.js';

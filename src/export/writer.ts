@@ -26,14 +26,15 @@
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { createWriteStream } from 'node:fs';
-import { mkdir, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { PassThrough, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
 import { CUSTOMER_FIELDS, type Customer } from '../api/schemas/index.js';
 import { escapeFormula } from '../results/formula.js';
-import { RESULT_FILE_MODE, syncDirectory, tempPathFor } from '../results/writeResults.js';
+import { RESULT_FILE_MODE } from '../results/writeResults.js';
+import { syncDirectory, tempPathFor, writeFileAtomic } from '../files.js';
 import type { ExportFormat } from './request.js';
 import type { PageRows } from './spool.js';
 
@@ -268,15 +269,7 @@ export async function writeExportFile(input: ExportFileInput & { records: AsyncI
 /** Writes the manifest beside its file (temp + rename); returns its path. */
 export async function writeManifest(dir: string, base: string, manifest: ExportManifest): Promise<string> {
   const target = path.join(dir, manifestFileName(base));
-  const temp = tempPathFor(target);
-  try {
-    await writeFile(temp, `${JSON.stringify(manifest, null, 2)}\n`, { encoding: 'utf8', flag: 'wx', mode: RESULT_FILE_MODE, flush: true });
-    await rename(temp, target);
-  } catch (error) {
-    await rm(temp, { force: true });
-    throw error;
-  }
-  await syncDirectory(dir);
+  await writeFileAtomic(target, `${JSON.stringify(manifest, null, 2)}\n`, RESULT_FILE_MODE);
   return target;
 }
 

@@ -5,7 +5,7 @@ import { maskCells, passwordColumn, secretValues, validateRow, type RowError, ty
 import { scrubSecrets } from '../secrets.js';
 import { PROBLEM_STATUSES, type JobName, type RowStatus } from '../outcomes.js';
 import { enqueueFinalize, getRowJob, rowJobOptions, type Queues, type RowJobData } from '../queue/queues.js';
-import { planOf } from '../queue/rowWorker.js';
+import { planOf } from '../store/plan.js';
 import type { ImportRecord, ImportStore, LedgerEntry } from '../store/importStore.js';
 import { jobNameOf } from './producer.js';
 

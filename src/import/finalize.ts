@@ -6,7 +6,7 @@ import type { Queues } from '../queue/queues.js';
 import { forgetCardData } from './cardData.js';
 import { scrubSecrets } from '../secrets.js';
 import { isRowStatus } from '../outcomes.js';
-import { planOf } from '../queue/rowWorker.js';
+import { planOf } from '../store/plan.js';
 import { writeImportResults, type ResultFiles, type ResultRow } from '../results/writeResults.js';
 import { isSettled, type ImportStore } from '../store/importStore.js';
 

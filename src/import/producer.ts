@@ -18,7 +18,7 @@ import { PASSWORD, cellOf, maskCells, passwordColumn, sealedColumnIndexes, secre
 import type { ImportKind, JobName } from '../outcomes.js';
 import { RETRY_DEFAULTS } from '../policy.js';
 import { BATCH_JOB, batchJobOptions, batchOf, enqueueFinalize, type Queues, type RowBatchData } from '../queue/queues.js';
-import type { RedisClient } from '../queue/redis.js';
+import type { RedisClient } from '../redis/redis.js';
 import type { ImportJournal } from '../store/continuity.js';
 import type { ImportStore, LedgerEntry } from '../store/importStore.js';
 import { personOf, rowKeys } from './rowKeys.js';

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { FailureLog } from '../failureLog.js';
 import { SWEEP_DEFAULTS } from '../policy.js';
-import type { RedisClient } from '../queue/redis.js';
+import type { RedisClient } from '../redis/redis.js';
 import { batchJobId, batchOf, enqueueFinalize, finalizeJobId, rowJobId, type Queues, type RowBatchData } from '../queue/queues.js';
 import { isLive, requeueStranded, type StrandedRow } from '../queue/requeue.js';
 import { isSettled, type ImportStore, type LedgerEntry } from '../store/importStore.js';

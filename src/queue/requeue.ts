@@ -1,7 +1,7 @@
 import type { Job } from 'bullmq';
 import { secretColumnIndexes } from '../csv/rows.js';
 import type { ImportRecord, ImportStore, LedgerEntry } from '../store/importStore.js';
-import { planOf } from './rowWorker.js';
+import { planOf } from '../store/plan.js';
 import { enqueueFinalize, rowJobId, rowJobOptions, type Queues, type RowQueueData, type RowQueueJobName } from './queues.js';
 
 /** Job states in which a job will still run (or is running): a row behind one of them is not stranded. */

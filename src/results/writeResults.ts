@@ -30,9 +30,8 @@
  * `password-withheld`, rather than send). `_error` comes scrubbed of card
  * data (src/import/finalize.ts).
  */
-import { randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { mkdir, open, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
@@ -40,6 +39,7 @@ import { maskCardNumber } from '../api/rules.js';
 import { escapeFormula } from './formula.js';
 import { PASSWORD_MASK } from '../secrets.js';
 import { PROBLEM_STATUSES, type ImportKind, type RowStatus } from '../outcomes.js';
+import { syncDirectory, tempPathFor } from '../files.js';
 
 /** One settled row, as the finaliser reads it from the import's ledger. */
 export interface ResultRow {
@@ -289,23 +289,4 @@ function drained(stream: Writable): Promise<void> {
     stream.on('error', onError);
     stream.on('close', onClose);
   });
-}
-
-/** `.<name>.<random>.tmp` beside the target: same file system, so the rename is atomic; hidden from `ls`. */
-export function tempPathFor(target: string): string {
-  return path.join(path.dirname(target), `.${path.basename(target)}.${randomBytes(6).toString('hex')}.tmp`);
-}
-
-/** Makes the renames durable across a power cut, where the platform allows fsync on a directory. */
-export async function syncDirectory(dir: string): Promise<void> {
-  let handle: FileHandle | undefined;
-  try {
-    handle = await open(dir, 'r');
-    await handle.sync();
-  } catch {
-    // Not every platform can fsync a directory (Windows cannot): the files are
-    // complete and renamed either way; only the rename's durability is weaker.
-  } finally {
-    await handle?.close().catch(() => undefined);
-  }
 }

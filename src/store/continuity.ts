@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { RedisClient } from '../queue/redis.js';
+import type { RedisClient } from '../redis/redis.js';
 import { z } from 'zod';
+import { writeFileAtomic } from '../files.js';
 
 const MarkerSchema = z.object({ id: z.string(), since: z.number() });
 type Marker = z.infer<typeof MarkerSchema>;
@@ -39,10 +40,7 @@ async function readMarker(file: string): Promise<Marker | undefined> {
 }
 
 async function writeMarker(file: string, marker: Marker): Promise<void> {
-  await mkdir(path.dirname(file), { recursive: true });
-  const temp = `${file}.${process.pid}.tmp`;
-  await writeFile(temp, JSON.stringify(marker));
-  await rename(temp, file);
+  await writeFileAtomic(file, JSON.stringify(marker));
 }
 
 /**
@@ -55,8 +53,7 @@ export function importJournal(dataDir: string) {
   const fileOf = (importId: string): string => path.join(dir, `${importId}.json`);
   return {
     async record(importId: string, entry: { file: string; kind: string; createdAt: number }): Promise<void> {
-      await mkdir(dir, { recursive: true });
-      await writeFile(fileOf(importId), JSON.stringify(entry));
+      await writeFileAtomic(fileOf(importId), JSON.stringify(entry));
     },
     async has(importId: string): Promise<boolean> {
       try {

@@ -1,8 +1,8 @@
-import type { RedisClient } from '../queue/redis.js';
+import type { RedisClient } from '../redis/redis.js';
 import { z } from 'zod';
 import { IMPORT_KINDS, JOB_NAMES, ROW_STATUSES, type ImportKind, type JobName, type RowStatus } from '../outcomes.js';
-import { storeKeys } from './keys.js';
-import { luaScript } from './script.js';
+import { storeKeys } from '../redis/keys.js';
+import { luaScript } from '../redis/script.js';
 
 /**
  * The import state in Redis: one record per import, and a

@@ -11,9 +11,10 @@
  *   Everything there is owner-only (0600) and deleted after the retention.
  */
 import { randomBytes } from 'node:crypto';
-import { copyFile, mkdir, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { IMPORT_KINDS, type ImportKind } from '../outcomes.js';
+import { tempPathFor, writeFileAtomic } from '../files.js';
 
 export interface WatchFolders {
   inbox: string;
@@ -113,7 +114,7 @@ export async function moveFile(from: string, to: string): Promise<void> {
     await rename(from, to);
   } catch (error) {
     if (!isCode(error, 'EXDEV')) throw error;
-    const temp = hiddenTempPath(to);
+    const temp = tempPathFor(to);
     try {
       await copyFile(from, temp);
       await rename(temp, to);
@@ -126,19 +127,9 @@ export async function moveFile(from: string, to: string): Promise<void> {
 
 /** Writes a small text file under a hidden temporary name, then renames it into place. */
 export async function writeTextFile(file: string, text: string, mode = 0o644): Promise<void> {
-  const temp = hiddenTempPath(file);
-  try {
-    // The mode is set at creation: the text is never readable by others, not even for a moment.
-    await writeFile(temp, text, { encoding: 'utf8', mode });
-    await rename(temp, file);
-  } finally {
-    await rm(temp, { force: true });
-  }
+  await writeFileAtomic(file, text, mode);
 }
 
-function hiddenTempPath(target: string): string {
-  return path.join(path.dirname(target), `.${path.basename(target)}.${randomBytes(6).toString('hex')}.tmp`);
-}
 
 async function exists(file: string): Promise<boolean> {
   try {

@@ -28,7 +28,7 @@ const ROWS = 1_000;
 const RATE = 100;
 /**
  * What a request may land late by at the sandbox, beyond another. The budget
- * (src/queue/budget.ts) reserves slots exactly 1000 / RATE ms apart on Redis's
+ * (src/redis/budget.ts) reserves slots exactly 1000 / RATE ms apart on Redis's
  * clock, so any second holds at most RATE slots; but each request leaves at or
  * after its slot, late by its timer, its worker's event loop, HTTP and the
  * sandbox's own event loop (this test process: stalls of 80-100 ms measured on

@@ -7,7 +7,7 @@ import { runExport } from '../../src/export/job.js';
 import { exportsDirOf } from '../../src/export/request.js';
 import { createExportStore } from '../../src/export/state.js';
 import { SEARCH_PAGE_SIZE } from '../../src/policy.js';
-import { createBudget } from '../../src/queue/budget.js';
+import { createBudget } from '../../src/redis/budget.js';
 import { SandboxRefusal } from '../../src/sandbox/store.js';
 import { createCustomers, expectedCsvRow, expectedJson, exportNow, logSearches, readCsvRows, readManifest } from '../support/exports.js';
 import { startPipeline, type Pipeline } from '../support/pipeline.js';

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ascendsThroughout, compareIds, coversStart, describeIds, evaluateListing as evaluate, formatPages } from '../../src/export/pager.js';
+import { compareIds } from '../../src/customers/search.js';
+import { ascendsThroughout, coversStart, describeIds, evaluateListing as evaluate, formatPages } from '../../src/export/pager.js';
 import type { PageMeta } from '../../src/export/state.js';
 
 /** Pages holding these CustomerIDs, each read when TotalItemCount was `t`. */

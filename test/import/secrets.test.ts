@@ -180,7 +180,7 @@ describe('passwords', () => {
     const saved = await fetch(`${dashboard.url}/imports/${status.importId}/rows/3`, { method: 'POST', body: fields, redirect: 'manual', headers: { cookie, origin: dashboard.url } });
     expect(saved.status).toBe(303);
     expect(new URL(saved.headers.get('location') ?? '/', 'http://x').searchParams.get('notice')).toContain('row 3 saved and queued again (customer.update)');
-    const again = await waitFinished(pipeline, status.importId, (s) => s.counts.updated === 1);
+    await waitFinished(pipeline, status.importId, (s) => s.counts.updated === 1);
     expect(pipeline.sandbox.store.passwordOf(target)).toBe(PASSWORDS[2]);
     expect(passwordLeaks(await redisText(pipeline.runtime.redis, pipeline.prefix))).toEqual([]);
   });

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { exportKeys } from '../../src/export/state.js';
-import { storeKeys } from '../../src/store/keys.js';
+import { storeKeys } from '../../src/redis/keys.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
 import { killAll, requireBuiltCli, subsync, waitForOutput } from '../support/cli.js';
 import { hashSlot } from '../support/fleet.js';

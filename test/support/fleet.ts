@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 
-/** The debug line a row worker writes once it has settled a row (src/queue/rowWorker.ts). */
+/** The debug line a row worker writes once it has settled a row (src/workers/rowWorker.ts). */
 const RowSettledLineSchema = z.object({ msg: z.literal('row settled'), pid: z.number().int(), importId: z.string(), row: z.number().int(), status: z.string() });
 export type RowSettledLine = z.infer<typeof RowSettledLineSchema>;
 

@@ -6,8 +6,8 @@ import { Writable } from 'node:stream';
 import { Cluster, Redis } from 'ioredis';
 import { loadConfig, type Config } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
-import type { BackoffBounds } from '../../src/queue/queues.js';
-import { deleteKeysWithPrefix, type RedisClient } from '../../src/queue/redis.js';
+import type { BackoffBounds } from '../../src/backoff.js';
+import { deleteKeysWithPrefix, type RedisClient } from '../../src/redis/redis.js';
 import { openRuntime, startWorkers, type Runtime, type WorkerHandles } from '../../src/runtime.js';
 import { startSandbox, type Sandbox, type SandboxFaults } from '../../src/sandbox/server.js';
 

@@ -1,14 +1,14 @@
 import { Worker, type Job } from 'bullmq';
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from '../redis/redis.js';
 import type { Logger } from 'pino';
 import type { ApiClient } from '../api/client.js';
-import type { ApiBudget } from './budget.js';
+import type { ApiBudget } from '../redis/budget.js';
 import { EXPORT_JOB, runExportJob } from '../export/job.js';
 import { finalizeImport } from '../import/finalize.js';
 import type { ImportStore } from '../store/importStore.js';
 import type { CustomerIndex } from '../customers/customerIndex.js';
 import type { FailureLog } from '../failureLog.js';
-import { CONTROL_QUEUE, FINALIZE_JOB, FinalizeJobDataSchema, type Queues } from './queues.js';
+import { CONTROL_QUEUE, FINALIZE_JOB, FinalizeJobDataSchema, type Queues } from '../queue/queues.js';
 
 /** What a control job handler may use. */
 export interface ControlDeps {

@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RedisClient } from './redis.js';
 import type { ApiCall } from '../api/client.js';
-import type { StoreKeys } from '../store/keys.js';
-import { luaScript } from '../store/script.js';
+import type { StoreKeys } from './keys.js';
+import { luaScript } from './script.js';
 
 /**
  * The one API budget of the whole fleet, kept in Redis so

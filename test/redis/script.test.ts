@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
-import { luaScript } from '../../src/store/script.js';
+import { luaScript } from '../../src/redis/script.js';
 import { startOwnRedis, type OwnRedis } from '../support/redisServer.js';
 
 let own: OwnRedis | undefined;

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { DelayedError, UnrecoverableError, Worker, type Job } from 'bullmq';
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from '../redis/redis.js';
 import type { Logger } from 'pino';
 import { PROCESSORS, READ_BACKS, type RowContext, type RowOutcome } from '../../jobs/index.js';
 import type { ApiClient } from '../api/client.js';
@@ -8,6 +8,7 @@ import { ApiError, ApiRateLimitedError, ApiTimeoutError, withoutSecrets } from '
 import { openSecrets, sealSecrets, type CardKeyring } from '../cards/crypto.js';
 import type { ColumnPlan } from '../csv/columns.js';
 import { secretValues } from '../csv/rows.js';
+import { planOf } from '../store/plan.js';
 import { scrubSecrets } from '../secrets.js';
 import { JOB_LOCK_MS, KEYLESS_RETURN_MS } from '../policy.js';
 import { SUCCESS_STATUSES, type ImportKind, type JobName } from '../outcomes.js';
@@ -16,7 +17,7 @@ import { NO_FIGURES, isSettled, type ImportRecord, type ImportStore, type Ledger
 import type { CustomerFinder } from '../customers/finder.js';
 import type { NameSearch } from '../customers/nameSearch.js';
 import type { CustomerGuard } from '../customers/guard.js';
-import type { ApiBudget } from './budget.js';
+import type { ApiBudget } from '../redis/budget.js';
 import { coalesce, Slots } from './coalesce.js';
 import { countedApi, noCalls, type CallFigures } from './figures.js';
 import {
@@ -25,17 +26,16 @@ import {
   RowBatchDataSchema,
   RowJobDataSchema,
   enqueueFinalize,
-  fullJitterBackoff,
   isRowJob,
   rowJobOptions,
-  type BackoffBounds,
   type Queues,
   type RowBatchData,
   type RowJobData,
   type RowQueueData,
   type RowQueueJobName,
-} from './queues.js';
-import { requeueStranded } from './requeue.js';
+} from '../queue/queues.js';
+import { requeueStranded } from '../queue/requeue.js';
+import { fullJitterBackoff, type BackoffBounds } from '../backoff.js';
 import type { FailureLog } from '../failureLog.js';
 
 export interface RowWorkerOptions {
@@ -65,15 +65,6 @@ export interface RowWorkerOptions {
 
 /** Ends a worker's name in the fleet (BullMQ's client name) when it cannot open card data. */
 export const NO_CARD_KEY_SUFFIX = ':no-card-key';
-
-/** The column plan of an import, rebuilt from its record (the producer validated it). */
-export function planOf(record: ImportRecord): ColumnPlan {
-  const index = new Map<string, number>();
-  record.paths.forEach((p, i) => {
-    if (p !== '') index.set(p, i);
-  });
-  return { kind: record.kind, headers: record.headers, paths: record.paths, index };
-}
 
 /** An import as a worker needs it: its record and column plan (both fixed once enqueued). */
 interface KnownImport {
@@ -124,7 +115,7 @@ type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred';
  * waits out the fleet's budget and goes again.
  *
  * Ledger writes of rows that finish in the same turn of the event loop go to
- * Redis in one script call (src/queue/coalesce.ts), and whatever jobs are
+ * Redis in one script call (src/workers/coalesce.ts), and whatever jobs are
  * active, at most `concurrency` rows of this process are out at the API.
  */
 export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, unknown, RowQueueJobName> {

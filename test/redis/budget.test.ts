@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ADAPTIVE_RATE, KNOWN_RATE_MARGIN, createBudget, type AdaptiveRatePolicy, type ApiBudget } from '../../src/queue/budget.js';
-import { storeKeys } from '../../src/store/keys.js';
+import { ADAPTIVE_RATE, KNOWN_RATE_MARGIN, createBudget, type AdaptiveRatePolicy, type ApiBudget } from '../../src/redis/budget.js';
+import { storeKeys } from '../../src/redis/keys.js';
 import { REDIS_URL, deleteKeys, until } from '../support/pipeline.js';
 
 // Each test: its own key prefix, and one Redis connection per budget, as separate processes would have.

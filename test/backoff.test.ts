@@ -1,7 +1,7 @@
 /** The retry schedule of row jobs (src/policy.ts RETRY_DEFAULTS), as pure logic. */
 import { describe, expect, it } from 'vitest';
-import { RETRY_DEFAULTS, RETRY_MIN_SPAN_MS } from '../../src/policy.js';
-import { DEFAULT_BACKOFF, backoffCeiling, fullJitterBackoff, retrySpanMs } from '../../src/queue/queues.js';
+import { RETRY_DEFAULTS, RETRY_MIN_SPAN_MS } from '../src/policy.js';
+import { DEFAULT_BACKOFF, backoffCeiling, fullJitterBackoff, retrySpanMs } from '../src/backoff.js';
 
 describe('the row retry schedule', () => {
   it('spans at least ten minutes over the default attempts even at the low end of the jitter', () => {

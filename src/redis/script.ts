@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { RedisClient } from '../queue/redis.js';
+import type { RedisClient } from './redis.js';
 
 /**
  * A Lua script run by its SHA1 (EVALSHA), so the hot path sends a 40-byte

@@ -2,18 +2,19 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { loadConfig, type Config } from './config.js';
-import { createLogger } from './log.js';
-import { importFile, type ImportResult } from './import/producer.js';
-import { importStatus, type ImportStatus } from './import/status.js';
-import { samplesDir } from './paths.js';
-import { createRedis, deleteKeysWithPrefix } from './queue/redis.js';
-import { openRuntime, startWorkers } from './runtime.js';
-import { startSandbox } from './sandbox/server.js';
-import { ROW_STATUSES } from './outcomes.js';
-import { FileRejectedError } from './csv/errors.js';
-import { waitForExport } from './cli/export.js';
-import { enqueueExport } from './export/job.js';
+import { loadConfig, type Config } from '../config.js';
+import { createLogger } from '../log.js';
+import { importFile, type ImportResult } from '../import/producer.js';
+import { importStatus, type ImportStatus } from '../import/status.js';
+import { samplesDir } from '../paths.js';
+import { createRedis, deleteKeysWithPrefix } from '../redis/redis.js';
+import { openRuntime, startWorkers } from '../runtime.js';
+import { startSandbox } from '../sandbox/server.js';
+import { ROW_STATUSES } from '../outcomes.js';
+import { FileRejectedError } from '../csv/errors.js';
+import { waitForExport } from '../export/wait.js';
+import { createExportStore } from '../export/state.js';
+import { enqueueExport } from '../export/job.js';
 
 /**
  * The end-to-end demo: the in-process sandbox and a worker,
@@ -70,7 +71,7 @@ export async function runDemo(print: (line: string) => void = console.log, env: 
 
     // Then every customer of the sandbox back out into a file, as the nightly export does.
     const exportId = await enqueueExport(runtime.queues.control, { format: 'csv', gzip: false });
-    const exported = await waitForExport(runtime, exportId, undefined);
+    const exported = await waitForExport(createExportStore(runtime.redis, runtime.config.queuePrefix), runtime.queues, exportId);
     print(`export: ${exported.count ?? 0} customers in ${path.relative(process.cwd(), exported.file ?? '')} (manifest ${path.relative(process.cwd(), exported.manifest ?? '')})`);
     return statuses;
   } finally {

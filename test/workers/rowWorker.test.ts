@@ -1,5 +1,5 @@
 /**
- * The rows queue's batch jobs (src/queue/rowWorker.ts): a batch runs its rows
+ * The rows queue's batch jobs (src/workers/rowWorker.ts): a batch runs its rows
  * once each, leaves a row with a job of its own to that job, reconciles a row
  * an earlier run may have sent, and hands a refused row to a row job that
  * keeps it failed for the dashboard without sending it again.

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { RedisCheckError, checkRedis, durabilityWarning } from '../../src/queue/redis.js';
+import { RedisCheckError, checkRedis, durabilityWarning } from '../../src/redis/redis.js';
 import { freePort, startOwnRedis } from '../support/redisServer.js';
 
 async function withRedis(args: string[], body: (url: string) => Promise<void>): Promise<void> {
