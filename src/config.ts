@@ -60,6 +60,8 @@ export interface Config {
   jobLockMs: number;
   /** SUBSYNC_REDIS_CLUSTER: REDIS_URL names a node of a Redis Cluster. Default false. */
   redisCluster: boolean;
+  /** SUBSYNC_REDIS_ACCEPT_LOSS: `worker` and `start` run on a Redis that persists nothing. Default false (refused). */
+  redisAcceptLoss: boolean;
   /** SUBSYNC_QUEUE_PREFIX: the prefix of every Redis key. Default `subsync`; `{subsync}` on Redis Cluster. */
   queuePrefix: string;
   /** SUBSYNC_LOG_LEVEL: the pino level. Default `info`. */
@@ -118,6 +120,13 @@ export const CONFIG_VARIABLES: readonly ConfigVariable[] = [
     default: 'false',
     description: 'REDIS_URL names one node of a Redis Cluster; subsync learns the others and follows redirections.',
     expected: 'true or false (true needs SUBSYNC_QUEUE_PREFIX to start with a hash tag, e.g. {subsync}, and REDIS_URL without a database number)',
+    secret: false,
+  },
+  {
+    name: 'SUBSYNC_REDIS_ACCEPT_LOSS',
+    default: 'false',
+    description: '`worker` and `start` run on a Redis that persists nothing (no AOF, no RDB), accepting that a Redis restart loses every unfinished import (tests, trials).',
+    expected: 'true or false',
     secret: false,
   },
   {
@@ -314,6 +323,10 @@ const EnvSchema = z.object({
     .enum(['true', 'false', '1', '0', 'yes', 'no'])
     .default('false')
     .transform((flag) => flag === 'true' || flag === '1' || flag === 'yes'),
+  SUBSYNC_REDIS_ACCEPT_LOSS: z
+    .enum(['true', 'false', '1', '0', 'yes', 'no'])
+    .default('false')
+    .transform((flag) => flag === 'true' || flag === '1' || flag === 'yes'),
   SUBSYNC_RATE: z.coerce.number().positive().finite().optional(),
   SUBSYNC_CONCURRENCY: wholeNumber.default(DEFAULT_CONCURRENCY),
   SUBSYNC_DATA_DIR: z
@@ -408,6 +421,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     apiAuth: e.SUBSYNC_API_AUTH,
     redisUrl: e.REDIS_URL,
     redisCluster: e.SUBSYNC_REDIS_CLUSTER,
+    redisAcceptLoss: e.SUBSYNC_REDIS_ACCEPT_LOSS,
     rate: e.SUBSYNC_RATE,
     concurrency: e.SUBSYNC_CONCURRENCY,
     dataDir: e.SUBSYNC_DATA_DIR,

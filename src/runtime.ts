@@ -49,8 +49,9 @@ export interface Runtime {
 }
 
 /** Checks Redis (reachable, noeviction; warns when it persists nothing) and opens the runtime. */
-export async function openRuntime(config: Config, logger: Logger): Promise<Runtime> {
-  for (const warning of await checkRedis(config.redisUrl, undefined, { cluster: config.redisCluster })) logger.warn(warning);
+export async function openRuntime(config: Config, logger: Logger, options: { sends?: boolean } = {}): Promise<Runtime> {
+  const refuseLoss = options.sends === true && !config.redisAcceptLoss;
+  for (const warning of await checkRedis(config.redisUrl, undefined, { cluster: config.redisCluster, refuseLoss })) logger.warn(warning);
   const failures = createFailureLog(logger);
   const redis = createRedis(config.redisUrl, { cluster: config.redisCluster });
   redis.on('error', (error) => failures.report('redis connection', error));

@@ -4,8 +4,8 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { Cluster } from 'ioredis';
-import type { RedisClient } from '../queue/redis.js';
-import { luaScript } from './script.js';
+import type { RedisClient } from '../redis/redis.js';
+import { luaScript } from '../redis/script.js';
 import { LedgerEntrySchema, type ImportStore, type SeqWatch } from './importStore.js';
 
 /**

@@ -98,6 +98,8 @@ it('every row settles exactly once under faults and worker kills, and card data 
 
   const env: NodeJS.ProcessEnv = {
     REDIS_URL: redis.url,
+    // The tests' Redis persists nothing: `worker` and `start` refuse it unless told to accept that.
+    SUBSYNC_REDIS_ACCEPT_LOSS: 'true',
     SUBSYNC_QUEUE_PREFIX: 'chaos',
     SUBSYNC_API_URL: sandbox.url,
     SUBSYNC_DATA_DIR: dataDir,
