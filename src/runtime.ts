@@ -13,7 +13,8 @@ import { checkRedis, createRedis } from './redis/redis.js';
 import { startRowWorker } from './workers/rowWorker.js';
 import { checkContinuity, importJournal, type ImportJournal } from './store/continuity.js';
 import { createImportStore, type ImportStore } from './store/importStore.js';
-import { openRollbackWatch, type RollbackWatch } from './store/rollback.js';
+import { openRollbackWatch, recentRollbacks, rollbackMessage, type RollbackWatch } from './store/rollback.js';
+import { createMarkSync, type MarkSync } from './redis/durable.js';
 import { createCustomerIndex, type CustomerIndex } from './customers/customerIndex.js';
 import { createCustomerGuard } from './customers/guard.js';
 import { createCustomerFinder } from './customers/finder.js';
@@ -43,6 +44,8 @@ export interface Runtime {
   redisLoss: string | undefined;
   /** Detects a Redis that came back without its last acknowledged writes (src/store/rollback.ts). */
   rollbacks: RollbackWatch;
+  /** Makes the sent marks written so far durable where Redis allows (WAITAOF, WAIT), one wait per batch at most (src/redis/durable.ts). */
+  markSync: MarkSync;
   /** Things opened later (API clients, workers), closed first. */
   adopt(close: () => Promise<void>): void;
   close(): Promise<void>;
@@ -58,7 +61,10 @@ export async function openRuntime(config: Config, logger: Logger, options: { sen
   // The ledger has its own, auto-pipelined connection: a worker's rows read and settle in shared writes.
   const storeRedis = createRedis(config.redisUrl, { autoPipelining: true, cluster: config.redisCluster });
   storeRedis.on('error', (error) => failures.report('redis connection', error));
-  const store = createImportStore(storeRedis, config.queuePrefix);
+  // Sent marks have a connection of their own: the wait that makes them durable (WAITAOF, WAIT) blocks nothing else.
+  const marksRedis = createRedis(config.redisUrl, { autoPipelining: true, cluster: config.redisCluster });
+  marksRedis.on('error', (error) => failures.report('redis connection', error));
+  const store = createImportStore(storeRedis, config.queuePrefix, { marks: marksRedis });
   const queues = openQueues(redis, config.queuePrefix, (error) => failures.report('queue connection', error));
   let redisLoss: string | undefined;
   let rollbacks: RollbackWatch;
@@ -68,10 +74,18 @@ export async function openRuntime(config: Config, logger: Logger, options: { sen
     // Every mark and settle tells the watch the rollback counter; a rollback found at start is handled before anything runs.
     rollbacks = (await openRollbackWatch({ redis: storeRedis, store, prefix: config.queuePrefix, dataDir: config.dataDir, logger, redisLost: redisLoss !== undefined })).watch;
     store.watchSeq(rollbacks);
+    // The start check tells a rollback detected earlier while an import it put in read-back mode is unfinished.
+    for (const rollback of await recentRollbacks(storeRedis, store, 5)) {
+      const unfinished = await Promise.all(rollback.imports.map(async (id) => {
+        const record = await store.getImport(id);
+        return record !== undefined && record.finishedAt === undefined;
+      }));
+      if (unfinished.some(Boolean)) logger.warn(rollbackMessage(rollback));
+    }
   } catch (error) {
     // (Redis out of memory refuses the marker's write.) Nothing opened here may keep the process alive.
     await queues.close().catch(() => undefined);
-    for (const connection of [storeRedis, redis]) connection.disconnect();
+    for (const connection of [marksRedis, storeRedis, redis]) connection.disconnect();
     failures.close();
     throw error;
   }
@@ -89,6 +103,7 @@ export async function openRuntime(config: Config, logger: Logger, options: { sen
     failures,
     redisLoss,
     rollbacks,
+    markSync: createMarkSync(marksRedis),
     adopt: (close) => later.push(close),
     close() {
       // Idempotent: a second close waits for the first.
@@ -96,7 +111,7 @@ export async function openRuntime(config: Config, logger: Logger, options: { sen
         for (const close of later.reverse()) await close();
         await rollbacks.close();
         await queues.close();
-        for (const connection of [storeRedis, redis]) await connection.quit().catch(() => connection.disconnect());
+        for (const connection of [marksRedis, storeRedis, redis]) await connection.quit().catch(() => connection.disconnect());
         failures.close();
       })();
       return closing;

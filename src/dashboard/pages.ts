@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { contentTypeOf, exportPath, listExports, listSchedules } from './exports.js';
 import type { IndexReport } from '../customers/report.js';
 import { queueHealth, QUEUE_STATES } from './health.js';
+import { rollbackMessage } from '../store/rollback.js';
 import { html, type Html } from './html.js';
 import { noticeOf, sendPage, type DashboardContext } from './context.js';
 
@@ -105,6 +106,10 @@ ${run.manifestFile ? html`<a href="/exports/${run.manifestFile}" download>${run.
 <dt>429s, this process</dt><dd>${health.rateLimited.thisProcess} <span class="hint">(since it started; <code>subsync_api_rate_limited_total</code>)</span></dd>
 <dt>Requests, recent imports</dt><dd>${health.requests.searches} searches · ${health.requests.reads} reads · ${health.requests.writes} writes <span class="hint">(summed over the ${health.rateLimited.imports} most recent imports)</span></dd>
 </dl>
+<h2>Redis writes</h2>
+${health.rollbacks.length === 0
+  ? html`<p>Redis has kept every acknowledged write subsync saw (no rollback detected).</p>`
+  : html`<ul>${health.rollbacks.map((r) => html`<li>${rollbackMessage(r)}</li>`)}</ul>`}
 <h2>Customer index</h2>
 ${indexFacts(health.customerIndex)}`;
     return sendPage(ctx, request, reply, { title: 'Queue health', body });

@@ -42,6 +42,8 @@ export interface ImportStatus {
   writes: number;
   retries: number;
   rateLimited: number;
+  /** Redis lost acknowledged writes while this import ran: since then its rows without an outcome read back before any create. */
+  readBackSince: string | undefined;
 }
 
 export async function importStatus(store: ImportStore, importId: string, now = Date.now()): Promise<ImportStatus | undefined> {
@@ -73,5 +75,6 @@ export async function importStatus(store: ImportStore, importId: string, now = D
     writes: counts.apiCalls - counts.searches - counts.reads,
     retries: counts.retries,
     rateLimited: counts.rateLimited,
+    readBackSince: record.readBack === undefined ? undefined : new Date(record.readBack).toISOString(),
   };
 }

@@ -38,7 +38,9 @@ export interface RequeueResult {
  * Gives stranded rows (unsettled, and no job that will run them) a row job
  * of their own, id `<importId>-<row>` as for a row its batch handed on: the
  * ledger marks them handed (`h`) first, so a batch run again leaves them to
- * that job. A `sent` row stays `sent`, so its job reads back before sending.
+ * that job. Each becomes `sent` (read-back mode), so its job reads back
+ * before sending: a pending row without a job may be one whose settle a
+ * Redis that lost writes forgot, after its request left.
  * A dead job of the row's own (failed) is replaced, and the row gets its
  * full attempts. A card row whose sealed cells are gone cannot be sent: it
  * settles `failed`, saying why, so it still has an outcome.
@@ -55,7 +57,9 @@ export async function requeueStranded(store: ImportStore, queues: Queues, record
       unsendable.push({ row, entry: { ...entry, s: 'failed', e: CARD_DATA_GONE } });
       continue;
     }
-    if (!(await store.updateUnsettled(importId, row, { ...entry, h: 1 }))) continue;
+    // Read-back mode: a row without a job may have been sent by a run whose settle Redis lost
+    // (a rollback), so even a pending one reads back before any create.
+    if (!(await store.updateUnsettled(importId, row, { ...entry, s: 'sent', h: 1 }))) continue;
     const own = await queues.rows.getJob(rowJobId(importId, row));
     if (own && !(await isLive(own))) await own.remove();
     else if (own) {

@@ -335,14 +335,27 @@ export interface SettleResult {
 
 export type ImportStore = ReturnType<typeof createImportStore>;
 
-export function createImportStore(redis: RedisClient, prefix: string, options: { seq?: SeqWatch } = {}) {
+/**
+ * `marks`: the connection sent marks are written on (default `redis`): one of
+ * their own, so a wait for their durability (src/redis/durable.ts) blocks
+ * nothing else.
+ */
+export function createImportStore(redis: RedisClient, prefix: string, options: { seq?: SeqWatch; marks?: RedisClient } = {}) {
   const keys = storeKeys(prefix);
   let watch = options.seq;
+  const marks = options.marks ?? redis;
 
   /** Runs a mark or settle script whose reply holds the rollback counter at `seqAt`, and tells the watch. */
-  async function counted(script: typeof settleRowsScript, scriptKeys: string[], args: string[], length: number, seqAt: number): Promise<{ values: number[]; rolledBack: boolean }> {
+  async function counted(
+    script: typeof settleRowsScript,
+    scriptKeys: string[],
+    args: string[],
+    length: number,
+    seqAt: number,
+    on: RedisClient = redis,
+  ): Promise<{ values: number[]; rolledBack: boolean }> {
     const before = watch?.high() ?? 0;
-    const values = numbers(await script.run(redis, scriptKeys, args), length);
+    const values = numbers(await script.run(on, scriptKeys, args), length);
     const rolledBack = watch?.saw(values[seqAt] ?? 0, before) ?? false;
     return { values, rolledBack };
   }
@@ -397,13 +410,15 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
   async function markSent(importId: string, rows: ReadonlyArray<{ row: number; entry: LedgerEntry; expect: 'pending' | 'sent' }>, claim: RunClaim): Promise<MarkResult[]> {
     const args: string[] = [claim.token, claim.lockKey];
     for (const { row, entry, expect } of rows) args.push(String(row), JSON.stringify({ ...entry, s: 'sent', k: claim.token, l: claim.lockKey }), expect);
-    const { values, rolledBack } = await counted(markSentScript, [keys.ledger(importId), keys.seq, keys.rollbackHold], args, 1 + rows.length, 0);
+    const { values, rolledBack } = await counted(markSentScript, [keys.ledger(importId), keys.seq, keys.rollbackHold], args, 1 + rows.length, 0, marks);
     // Marked in a Redis that has just shown it lost writes: held like any mark while the rollback is handled.
     return values.slice(1).map((n) => (rolledBack && n === 1 ? 'held' : (MARK_CODES[n] ?? 'fenced')));
   }
 
   return {
     keys,
+    /** The connection sent marks go on (for the wait that makes them durable). */
+    marks,
 
     /** Creates the record unless one exists; returns the existing one when it does. */
     async createImport(record: Pick<ImportRecord, 'id' | 'file' | 'kind' | 'headers' | 'paths' | 'options' | 'createdAt' | 'state' | 'round'>): Promise<ImportRecord | undefined> {
