@@ -13,6 +13,11 @@ import { luaScript } from '../redis/script.js';
  * request may have left: the next attempt reconciles before sending again),
  * or a settled RowStatus. Only the worker holding a row's job writes an
  * unsettled entry; settling is one Lua script, so counts move exactly once.
+ *
+ * A `sent` entry also holds, in Redis only, its claim: the token of the run
+ * that marked it (`k`) and the key of that run's job lock (`l`). The claim
+ * holds while that lock holds that token: no other run may send the row
+ * meanwhile, and a run that lost its lock may write nothing unsettled.
  */
 
 export const UNSETTLED_STATES = ['pending', 'sent'] as const;
@@ -42,13 +47,6 @@ export const LedgerEntrySchema = z.object({
    * kept for the dashboard): a batch run again leaves the row to that job.
    */
   h: z.literal(1).optional(),
-  /**
-   * A `sent` row's claim: the token of the run that marked it, and the key of
-   * that run's job lock. The claim holds while that lock holds that token;
-   * another run may not send the row meanwhile (see markSent).
-   */
-  k: z.string().optional(),
-  l: z.string().optional(),
 });
 export type LedgerEntry = z.infer<typeof LedgerEntrySchema>;
 
@@ -373,7 +371,7 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
     now = Date.now(),
   ): Promise<SettleRowsResult> {
     const args = [String(now), String(figures.apiCalls), String(figures.retries), String(figures.rateLimited), String(figures.searches), String(figures.reads)];
-    for (const { row, entry, claim } of rows) args.push(String(row), JSON.stringify(withoutClaim(entry)), entry.s, claim?.token ?? '');
+    for (const { row, entry, claim } of rows) args.push(String(row), JSON.stringify(entry), entry.s, claim?.token ?? '');
     const { values } = await counted(settleRowsScript, [keys.ledger(importId), keys.counts(importId), keys.importRecord(importId), keys.seq], args, 4 + rows.length, 3);
     const [settled = 0, total = -1, round = 0] = values;
     const codes = values.slice(4);
@@ -395,7 +393,7 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
    */
   async function updateUnsettledRows(importId: string, rows: ReadonlyArray<{ row: number; entry: LedgerEntry }>, claim?: RunClaim): Promise<boolean[]> {
     const args: string[] = [claim?.token ?? '', claim?.lockKey ?? ''];
-    for (const { row, entry } of rows) args.push(String(row), JSON.stringify(entry.s === 'sent' ? entry : withoutClaim(entry)));
+    for (const { row, entry } of rows) args.push(String(row), JSON.stringify(entry));
     const { values } = await counted(updateUnsettledScript, [keys.ledger(importId), keys.seq], args, 1 + rows.length, 0);
     return values.slice(1).map((n) => n === 1);
   }
@@ -409,6 +407,7 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
    */
   async function markSent(importId: string, rows: ReadonlyArray<{ row: number; entry: LedgerEntry; expect: 'pending' | 'sent' }>, claim: RunClaim): Promise<MarkResult[]> {
     const args: string[] = [claim.token, claim.lockKey];
+    // The claim lives in Redis only (k, l beside the entry's fields): entries read back leave it out.
     for (const { row, entry, expect } of rows) args.push(String(row), JSON.stringify({ ...entry, s: 'sent', k: claim.token, l: claim.lockKey }), expect);
     const { values, rolledBack } = await counted(markSentScript, [keys.ledger(importId), keys.seq, keys.rollbackHold], args, 1 + rows.length, 0, marks);
     // Marked in a Redis that has just shown it lost writes: held like any mark while the rollback is handled.
@@ -635,13 +634,6 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
   function importKeys(importId: string): string[] {
     return [keys.importRecord(importId), keys.ledger(importId), keys.counts(importId), keys.matchDigests(importId), keys.findPlan(importId), keys.foundRecords(importId)];
   }
-}
-
-/** A settled or pending entry keeps no claim: it belongs to no run. */
-function withoutClaim(entry: LedgerEntry): LedgerEntry {
-  if (entry.k === undefined && entry.l === undefined) return entry;
-  const { k: _k, l: _l, ...rest } = entry;
-  return rest;
 }
 
 function numbers(reply: unknown, length: number): number[] {

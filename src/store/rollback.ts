@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { Cluster } from 'ioredis';
 import type { RedisClient } from '../redis/redis.js';
 import { luaScript } from '../redis/script.js';
-import { LedgerEntrySchema, type ImportStore, type SeqWatch } from './importStore.js';
+import type { ImportStore, SeqWatch } from './importStore.js';
 
 /**
  * Detects a Redis that came back without some of its acknowledged writes (a
@@ -56,6 +56,9 @@ export const RollbackSchema = z.object({
   rows: z.number(),
 });
 export type Rollback = z.infer<typeof RollbackSchema>;
+
+/** What the rollback reads of a stored ledger entry (src/store/importStore.ts): every field kept, these read. */
+const StoredStateSchema = z.looseObject({ s: z.string(), j: z.string().nullable(), k: z.string().optional(), l: z.string().optional() });
 
 const MemorySchema = z.object({ high: z.number(), runId: z.string().optional(), replId: z.string().optional(), at: z.number() });
 type Memory = z.infer<typeof MemorySchema>;
@@ -165,10 +168,11 @@ export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatc
       for (let i = 0; i + 1 < items.length; i += 2) {
         const row = items[i] as string;
         const text = items[i + 1] as string;
-        const entry = LedgerEntrySchema.parse(JSON.parse(text));
+        // The stored form as the scripts read it: its state, job and claim; the rest is kept as it is.
+        const entry = StoredStateSchema.parse(JSON.parse(text));
         if (entry.j === null || (entry.s !== 'pending' && entry.s !== 'sent')) continue;
         // A live run's claim stays (its run holds its lock, and reads nothing stale); a dead one's goes.
-        if (entry.s === 'sent' && entry.k !== undefined && (await redis.get(entry.l ?? '')) === entry.k) continue;
+        if (entry.s === 'sent' && entry.k !== undefined && entry.l !== undefined && (await redis.get(entry.l)) === entry.k) continue;
         const { k: _k, l: _l, ...rest } = entry;
         args.push(row, text, JSON.stringify({ ...rest, s: 'sent' }));
       }
