@@ -8,18 +8,25 @@ import type { ReadBack, RowProcessor } from './types.js';
 
 export type { ReadBack, RowContext, RowOutcome, RowProcessor } from './types.js';
 
-/** One processor per job name of the rows queue. */
-export const PROCESSORS: Readonly<Record<JobName, RowProcessor>> = {
-  'customer.create': customerCreate,
-  'customer.update': customerUpdate,
-  'customer.upsert': customerUpsert,
-  signup,
-  'paymentMethod.update': paymentMethodUpdate,
-};
+/** What the row protocol (src/rows/) needs to know of one job name. */
+export interface RowJob {
+  process: RowProcessor;
+  /** How a possibly-applied create is read back; the PUTs are idempotent and need none. */
+  readBack?: ReadBack;
+  /**
+   * Without the duplicate guard, the processor's first step on a pending row
+   * is to mark it `sent`, before any request: the protocol may mark it a
+   * little early, while the row waits for a slot, and changes nothing it does.
+   */
+  marksSentFirst: boolean;
+}
 
-/** How each non-idempotent job reads its create back (the PUTs need none). */
-export const READ_BACKS: Readonly<Partial<Record<JobName, ReadBack>>> = {
-  'customer.create': readBackCustomer,
-  'customer.upsert': readBackUpsert,
-  signup: readBackSignup,
+/** One entry per job name of the rows queue. */
+export const ROW_JOBS: Readonly<Record<JobName, RowJob>> = {
+  'customer.create': { process: customerCreate, readBack: readBackCustomer, marksSentFirst: true },
+  'customer.update': { process: customerUpdate, marksSentFirst: false },
+  // Searches for its match before it may create.
+  'customer.upsert': { process: customerUpsert, readBack: readBackUpsert, marksSentFirst: false },
+  signup: { process: signup, readBack: readBackSignup, marksSentFirst: true },
+  'paymentMethod.update': { process: paymentMethodUpdate, marksSentFirst: false },
 };

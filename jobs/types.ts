@@ -6,7 +6,9 @@ import type { CustomerFinder } from '../src/customers/finder.js';
 import type { NameSearch } from '../src/customers/nameSearch.js';
 import type { CustomerGuard } from '../src/customers/guard.js';
 import type { ApiBudget } from '../src/redis/budget.js';
-import type { RowStatus } from '../src/outcomes.js';
+import type { RowOutcome } from '../src/outcomes.js';
+
+export type { RowOutcome };
 
 /**
  * What a row processor receives: the row, its collaborators,
@@ -42,16 +44,6 @@ export interface RowContext {
   /** Searches by the more selective of a person's names, shared per import. */
   names: NameSearch | undefined;
   log: Logger;
-}
-
-/** How a row ended. `note` explains a reconciled or needs-review row. */
-export interface RowOutcome {
-  status: RowStatus;
-  customerId?: string;
-  subscriptionId?: string;
-  paymentMethodKey?: string;
-  note?: string;
-  candidates?: readonly string[];
 }
 
 export type RowProcessor = (ctx: RowContext) => Promise<RowOutcome>;

@@ -30,6 +30,23 @@ export const SUCCESS_STATUSES: ReadonlySet<RowStatus> = new Set(['created', 'upd
 /** Outcomes that go into errors.csv and the dashboard's list. */
 export const PROBLEM_STATUSES: ReadonlySet<RowStatus> = new Set(['invalid', 'failed', 'needs-review']);
 
+/**
+ * How a row ended: the one shape of an outcome, whoever tells it (a
+ * processor, a read-back, the retry decision, the producer). The ledger
+ * stores it (src/store/ledger.ts), results.csv and the dashboard show it.
+ * `note` explains it: the rule broken, the API's words, how a create was
+ * reconciled, or why the row needs review.
+ */
+export interface RowOutcome {
+  status: RowStatus;
+  customerId?: string;
+  subscriptionId?: string;
+  paymentMethodKey?: string;
+  note?: string;
+  /** needs-review (or exists with several holders): the candidate CustomerIDs. */
+  candidates?: readonly string[];
+}
+
 export const isRowStatus = (value: string): value is RowStatus => (ROW_STATUSES as readonly string[]).includes(value);
 
 /** The three kinds of CSV file. */

@@ -105,11 +105,11 @@ export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportS
         const holder = await deps.index.claimIdentity(key, claimant);
         if (holder === claimant) return { kind: 'mine' };
         const entry = await claimantEntry(holder);
-        if (entry?.cid && (entry.s === 'created' || entry.s === 'signed-up' || entry.s === 'reconciled' || entry.s === 'exists')) {
-          return { kind: 'created', customerId: entry.cid, by: holder };
+        if (entry?.customerId && (entry.status === 'created' || entry.status === 'signed-up' || entry.status === 'reconciled' || entry.status === 'exists')) {
+          return { kind: 'created', customerId: entry.customerId, by: holder };
         }
-        if (entry && (entry.s === 'pending' || entry.s === 'sent')) return { kind: 'running', by: holder };
-        if (entry?.s === 'needs-review') return { kind: 'uncertain', by: holder, candidates: entry.cand ?? [] };
+        if (entry && (entry.status === 'pending' || entry.status === 'sent')) return { kind: 'running', by: holder };
+        if (entry?.status === 'needs-review') return { kind: 'uncertain', by: holder, candidates: [...(entry.candidates ?? [])] };
         // The holder ended without creating (failed, invalid, …) or its import is gone: the claim is this row's now.
         await deps.index.takeOverIdentity(key, claimant);
       }

@@ -172,14 +172,14 @@ ${groups.length > GROUPS_SHOWN ? html`<p class="hint">${groups.length - GROUPS_S
 <table class="rows">
 <thead><tr><th><input type="checkbox" data-select-all aria-label="select all"></th><th class="num">Row</th><th>Status</th><th>Data (card numbers masked)</th><th>Why</th><th class="num">Attempts</th><th>Last attempt</th><th></th></tr></thead>
 <tbody>${rows.map(({ row, entry }) => html`<tr data-row="${row}">
-<td>${RETRYABLE.has(entry.s) ? html`<input type="checkbox" name="rows" value="${row}" aria-label="select row ${row}">` : undefined}</td>
+<td>${RETRYABLE.has(entry.status) ? html`<input type="checkbox" name="rows" value="${row}" aria-label="select row ${row}">` : undefined}</td>
 <td class="num">${row}</td>
-<td>${statusBadge(entry.s)}</td>
-<td>${rowData(plan.headers, maskCells(plan, entry.c))}</td>
+<td>${statusBadge(entry.status)}</td>
+<td>${rowData(plan.headers, maskCells(plan, entry.cells))}</td>
 <td class="problem">${reasonOf(entry)}</td>
-<td class="num">${entry.a}</td>
-<td>${when(entry.t)}</td>
-<td>${RETRYABLE.has(entry.s) ? html`<button type="submit" name="row" value="${row}">Retry</button> ` : undefined}<a href="/imports/${id}/rows/${row}">Edit${entry.s === 'invalid' ? ' and fix' : ''}</a></td>
+<td class="num">${entry.attempts}</td>
+<td>${when(entry.lastAttemptAt)}</td>
+<td>${RETRYABLE.has(entry.status) ? html`<button type="submit" name="row" value="${row}">Retry</button> ` : undefined}<a href="/imports/${id}/rows/${row}">Edit${entry.status === 'invalid' ? ' and fix' : ''}</a></td>
 </tr>`)}</tbody></table>
 <div class="actions"><button type="submit" name="action" value="selected">Retry selected</button><button type="submit" name="action" value="all">Retry all failed and needs-review</button></div>
 </form>`;
@@ -367,7 +367,7 @@ ${extra.map((cell, i) => html`<tr><th class="muted">(extra cell ${i + 1})</th><t
  * they are).
  */
 function reasonOf(entry: LedgerEntry): string {
-  return `${scrubSecrets(entry.e ?? '')}${entry.cand?.length ? ` (candidates: ${entry.cand.join(', ')})` : ''}`;
+  return `${scrubSecrets(entry.note ?? '')}${entry.candidates?.length ? ` (candidates: ${entry.candidates.join(', ')})` : ''}`;
 }
 
 /** The columns the row's error names (`column "EmailAddress"`), to mark them in the form. */
@@ -377,23 +377,23 @@ function columnsInError(error: string | undefined): Set<string> {
 
 function editForm(record: ImportRecord, row: number, entry: LedgerEntry, card: CardFields, csrf: string, submitted: Record<number, string>, refusal?: EditRefusedError): Html {
   const plan = planOf(record);
-  const editable = PROBLEM_STATUSES.has(entry.s as RowStatus);
+  const editable = PROBLEM_STATUSES.has(entry.status as RowStatus);
   const cells = maskCells(plan, alignedCells(plan, entry));
   const password = passwordColumn(plan);
   const secret = new Set([...secretColumnIndexes(plan), ...(password === undefined ? [] : [password])]);
   const locked = new Set(lockedPaths(record, entry));
-  const wrong = columnsInError(refusal?.rowErrors.length ? refusal.rowErrors.map((e) => e.message).join(' ') : entry.e);
+  const wrong = columnsInError(refusal?.rowErrors.length ? refusal.rowErrors.map((e) => e.message).join(' ') : entry.note);
   const facts = html`<dl class="facts">
-<dt>Status</dt><dd>${statusBadge(entry.s)}</dd>
+<dt>Status</dt><dd>${statusBadge(entry.status)}</dd>
 <dt>Why</dt><dd class="problem">${reasonOf(entry) || '—'}</dd>
-<dt>Attempts</dt><dd>${entry.a}</dd>
-<dt>Last attempt</dt><dd>${when(entry.t)}</dd>
+<dt>Attempts</dt><dd>${entry.attempts}</dd>
+<dt>Last attempt</dt><dd>${when(entry.lastAttemptAt)}</dd>
 </dl>`;
   if (!editable) {
-    return html`${facts}<p>Only invalid, failed and needs-review rows are edited; this one is ${entry.s}. <a href="/imports/${record.id}">Back to the import</a></p>`;
+    return html`${facts}<p>Only invalid, failed and needs-review rows are edited; this one is ${entry.status}. <a href="/imports/${record.id}">Back to the import</a></p>`;
   }
-  const misaligned = entry.c.length !== plan.headers.length
-    ? html`<p class="notice error">This row had ${entry.c.length} cells where the header has ${plan.headers.length}: its cells are laid on the columns in order below; check each one.</p>`
+  const misaligned = entry.cells.length !== plan.headers.length
+    ? html`<p class="notice error">This row had ${entry.cells.length} cells where the header has ${plan.headers.length}: its cells are laid on the columns in order below; check each one.</p>`
     : undefined;
   const fields = plan.headers.map((header, column) => {
     const path = plan.paths[column] ?? '';

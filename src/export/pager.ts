@@ -41,11 +41,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pLimit from 'p-limit';
 import type { Logger } from 'pino';
 import type { ApiClient } from '../api/client.js';
-import { ApiError, ApiRateLimitedError, ApiRefusedError } from '../api/errors.js';
+import { ApiRefusedError } from '../api/errors.js';
 import type { SearchCustomersResponse } from '../api/schemas/index.js';
 import { EXPORT_DEFAULTS } from '../policy.js';
 import type { ApiBudget } from '../redis/budget.js';
-import { fullJitterBackoff, type BackoffBounds } from '../backoff.js';
+import type { BackoffBounds } from '../backoff.js';
+import { decide } from '../api/decision.js';
 import { compareIds } from '../customers/search.js';
 import type { ExportFormat } from './request.js';
 import type { Spool, SpoolLocation } from './spool.js';
@@ -540,10 +541,12 @@ function createRecorder(ctx: PagerContext): Recorder {
 }
 
 /**
- * One search request with the export's own retries: a 429 blocks the fleet's
- * budget for its Retry-After and waits without spending an attempt; other
- * transient failures back off with full jitter up to `pageAttempts`; a
- * permanent refusal is thrown at once.
+ * One search request with its retries, as the row protocol's decision says
+ * (src/api/decision.ts): a 429 blocks the fleet's budget for its
+ * Retry-After and goes again without spending an attempt; any other failure
+ * but a permanent refusal (an error that is not the API's included) backs off
+ * with jitter up to `pageAttempts`; what is left is thrown. A page read
+ * applies nothing, so there is nothing to read back.
  */
 async function fetchPage(ctx: Paging, contains: string, page: number): Promise<SearchCustomersResponse> {
   const { api, budget, store, exportId, options } = ctx;
@@ -552,15 +555,16 @@ async function fetchPage(ctx: Paging, contains: string, page: number): Promise<S
       ctx.recorder.countRequest();
       return await api.searchCustomers({ contains, skip: page * options.pageSize, take: options.pageSize });
     } catch (error) {
-      if (error instanceof ApiRateLimitedError) {
+      const decision = decide(error, { attempt, maxAttempts: options.pageAttempts, backoff: options.backoff });
+      if (decision.kind === 'wait-for-budget') {
         await store.increment(exportId, 'rateLimited');
-        await budget.block(error.retryAfterMs);
+        await budget.block(decision.retryAfterMs);
         continue;
       }
-      if (error instanceof ApiError && error.transient && attempt < options.pageAttempts) {
+      if (decision.kind === 'retry') {
         await store.increment(exportId, 'retries');
         ctx.logger.info({ exportId, contains, page, attempt, err: error }, 'export page failed; retrying');
-        await sleep(fullJitterBackoff(attempt, error.retryAfterMs, options.backoff));
+        await sleep(decision.delayMs);
         attempt++;
         continue;
       }

@@ -1,4 +1,4 @@
-import { READ_BACKS } from '../../jobs/index.js';
+import { ROW_JOBS } from '../../jobs/index.js';
 import { openSecrets, sealSecrets, type CardKeyring } from '../cards/crypto.js';
 import { CUSTOMER_ID, secretPaths, signupCustomerPath, type ColumnPlan } from '../csv/columns.js';
 import { maskCells, passwordColumn, secretValues, validateRow, type RowError, type RowOptions } from '../csv/rows.js';
@@ -171,15 +171,15 @@ export async function editAndRetryRow(
 
   const state = reviewCreate ? 'sent' : 'pending';
   const reopened: LedgerEntry = {
-    c: maskCells(plan, cells),
-    j: jobName,
-    s: state,
-    a: entry.a,
-    t: entry.t,
+    cells: maskCells(plan, cells),
+    job: jobName,
+    status: state,
+    attempts: entry.attempts,
+    lastAttemptAt: entry.lastAttemptAt,
     // The customers an upsert found before its first attempt prove a later match new; only a row that may have been sent keeps them.
-    pre: reviewCreate ? entry.pre : undefined,
+    preexisting: reviewCreate ? entry.preexisting : undefined,
     // The row now has a job of its own: its batch, if it ever runs again, leaves the row to that job.
-    h: 1,
+    handed: true,
   };
   // Reopening is the lock: it only takes a settled row, so of two racing edits (or an edit and a retry) one wins.
   const round = await store.reopenRow(importId, row, reopened);
@@ -228,7 +228,7 @@ export async function cardFieldsOf(store: ImportStore, queues: Queues, keyring: 
 
 /** The row's cells laid on the header's columns (a `column-count` row had more or fewer). */
 export function alignedCells(plan: ColumnPlan, entry: LedgerEntry): string[] {
-  return plan.headers.map((_, column) => entry.c[column] ?? '');
+  return plan.headers.map((_, column) => entry.cells[column] ?? '');
 }
 
 async function editableRow(store: ImportStore, importId: string, row: number): Promise<{ record: ImportRecord; entry: LedgerEntry; plan: ColumnPlan }> {
@@ -236,8 +236,8 @@ async function editableRow(store: ImportStore, importId: string, row: number): P
   if (!record) throw new EditRefusedError('no-import', `no import ${importId}`);
   const entry = await store.getRow(importId, row);
   if (!entry) throw new EditRefusedError('no-row', `import ${importId} has no row ${row}`);
-  if (!PROBLEM_STATUSES.has(entry.s as RowStatus)) {
-    throw new EditRefusedError('not-editable', `row ${row} is ${entry.s}; only invalid, failed and needs-review rows are edited`);
+  if (!PROBLEM_STATUSES.has(entry.status as RowStatus)) {
+    throw new EditRefusedError('not-editable', `row ${row} is ${entry.status}; only invalid, failed and needs-review rows are edited`);
   }
   return { record, entry, plan: planOf(record) };
 }
@@ -256,11 +256,11 @@ function secretColumnsOf(plan: ColumnPlan): SecretColumns {
 /** The row of a customers file had a password (its ledger holds the mask): it is sent only with the sealed one. */
 export function hadPassword(record: ImportRecord, entry: LedgerEntry): boolean {
   const column = passwordColumn(planOf(record));
-  return column !== undefined && (entry.c[column] ?? '') !== '';
+  return column !== undefined && (entry.cells[column] ?? '') !== '';
 }
 
 /** A needs-review create: it may have been applied, so it reads back before anything is sent again. */
-const mayHaveBeenCreated = (entry: LedgerEntry): boolean => entry.s === 'needs-review' && entry.j !== null && READ_BACKS[entry.j] !== undefined;
+const mayHaveBeenCreated = (entry: LedgerEntry): boolean => entry.status === 'needs-review' && entry.job !== null && ROW_JOBS[entry.job].readBack !== undefined;
 
 /**
  * The paths of a row that an edit may not change: for a needs-review create,
@@ -320,6 +320,6 @@ function passwordCell(keyring: CardKeyring | undefined, column: number, sealed: 
     if (!keyring) throw new EditRefusedError('no-card-key', 'a password is only queued encrypted: set SUBSYNC_CARD_KEY');
     return { [String(column)]: password };
   }
-  if ((entry.c[column] ?? '') !== '') throw new EditRefusedError('password-needed', `row ${row}'s password is no longer held: enter it again`);
+  if ((entry.cells[column] ?? '') !== '') throw new EditRefusedError('password-needed', `row ${row}'s password is no longer held: enter it again`);
   return { [String(column)]: '' };
 }

@@ -133,15 +133,15 @@ function unescape(jsonBody: string): string {
 export const isProblemStatus = (status: string): status is ProblemStatus => PROBLEM_STATUSES.has(status as RowStatus);
 
 /** The cause of a problem row; undefined for any other. */
-export function causeOf(entry: Pick<LedgerEntry, 's' | 'e'>): Cause | undefined {
-  if (!isProblemStatus(entry.s)) return undefined;
-  const text = entry.e ?? '';
-  if (entry.s === 'invalid') {
+export function causeOf(entry: Pick<LedgerEntry, 'status' | 'note'>): Cause | undefined {
+  if (!isProblemStatus(entry.status)) return undefined;
+  const text = entry.note ?? '';
+  if (entry.status === 'invalid') {
     const cause = invalidCause(text);
     if (cause) return cause;
   }
   const reason = generalise(text) || '(no reason recorded)';
-  return { code: `${entry.s}:${shortHash(reason)}`, reason };
+  return { code: `${entry.status}:${shortHash(reason)}`, reason };
 }
 
 /** Row numbers as 32-bit integers, grown by doubling: a tenth of what an array of numbers takes. */
@@ -179,16 +179,16 @@ export async function errorGroups(store: ImportStore, importId: string): Promise
   const tallies = new Map<string, Tally>();
   for await (const { row, entry } of store.rowsWithStatus(importId, PROBLEM_STATUSES)) {
     const cause = causeOf(entry);
-    if (!cause || !isProblemStatus(entry.s)) continue;
+    if (!cause || !isProblemStatus(entry.status)) continue;
     let tally = tallies.get(cause.code);
     if (!tally) {
-      tally = { cause, status: entry.s, rows: new RowList(), first: undefined, last: undefined };
+      tally = { cause, status: entry.status, rows: new RowList(), first: undefined, last: undefined };
       tallies.set(cause.code, tally);
     }
     tally.rows.push(row);
-    if (entry.t !== undefined) {
-      if (tally.first === undefined || entry.t < tally.first) tally.first = entry.t;
-      if (tally.last === undefined || entry.t > tally.last) tally.last = entry.t;
+    if (entry.lastAttemptAt !== undefined) {
+      if (tally.first === undefined || entry.lastAttemptAt < tally.first) tally.first = entry.lastAttemptAt;
+      if (tally.last === undefined || entry.lastAttemptAt > tally.last) tally.last = entry.lastAttemptAt;
     }
   }
   const groups = [...tallies.values()].map((t): ErrorGroup => ({

@@ -50,20 +50,20 @@ export async function finalizeImport(input: {
   const holdsCards = record.kind !== 'customers';
   async function* rows(): AsyncGenerator<ResultRow> {
     for await (const { row, entry } of store.rowsInOrder(importId, record?.total ?? 0)) {
-      if (!isSettled(entry.s) || !isRowStatus(entry.s)) throw new Error(`import ${importId}: row ${row} is not settled`);
-      if (holdsCards && entry.j !== null && (entry.s === 'failed' || entry.s === 'needs-review')) keptRows.push(row);
-      const candidates = entry.cand?.length ? ` (candidates: ${entry.cand.join(', ')})` : '';
+      if (!isSettled(entry.status) || !isRowStatus(entry.status)) throw new Error(`import ${importId}: row ${row} is not settled`);
+      if (holdsCards && entry.job !== null && (entry.status === 'failed' || entry.status === 'needs-review')) keptRows.push(row);
+      const candidates = entry.candidates?.length ? ` (candidates: ${entry.candidates.join(', ')})` : '';
       yield {
         row,
-        cells: entry.c,
-        status: entry.s,
-        customerId: entry.cid ?? '',
-        subscriptionId: entry.sid ?? '',
-        paymentMethodKey: entry.pmk ?? '',
-        attempts: entry.a,
+        cells: entry.cells,
+        status: entry.status,
+        customerId: entry.customerId ?? '',
+        subscriptionId: entry.subscriptionId ?? '',
+        paymentMethodKey: entry.paymentMethodKey ?? '',
+        attempts: entry.attempts,
         // Reasons are scrubbed where they are stored; a ledger written before that is scrubbed here.
         // (Not the candidates: customer ids from the service, which a long one would look like a card to.)
-        error: `${scrubSecrets(entry.e ?? '')}${candidates}`,
+        error: `${scrubSecrets(entry.note ?? '')}${candidates}`,
       };
     }
   }

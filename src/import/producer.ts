@@ -324,12 +324,12 @@ async function enqueueRows(input: {
       if (name === null) {
         invalid++;
         if (errors.length < MAX_REPORTED_ERRORS) errors.push(...rowErrors.slice(0, MAX_REPORTED_ERRORS - errors.length));
-        batch.settled.push({ row: csvRow.row, entry: { c: cells, j: null, s: 'invalid', a: 0, e: rowErrors.map((e) => e.message).join('; ') } });
+        batch.settled.push({ row: csvRow.row, entry: { cells, job: null, status: 'invalid', attempts: 0, note: rowErrors.map((e) => e.message).join('; ') } });
       } else if (earlier !== undefined) {
         duplicates++;
-        batch.settled.push({ row: csvRow.row, entry: { c: cells, j: name, s: 'duplicate', a: 0, e: earlier } });
+        batch.settled.push({ row: csvRow.row, entry: { cells, job: name, status: 'duplicate', attempts: 0, note: earlier } });
       } else {
-        batch.pending.push({ row: csvRow.row, entry: { c: cells, j: name, s: lost ? 'sent' : 'pending', a: 0 } });
+        batch.pending.push({ row: csvRow.row, entry: { cells, job: name, status: lost ? 'sent' : 'pending', attempts: 0 } });
         if (name === 'customer.upsert' && match !== undefined) batch.matchDigests.push(digestOf(fieldKey(match, cellOf(plan, csvRow.cells, match) ?? '')));
         const block = batchOf(csvRow.row);
         let job = batch.jobs.get(block);

@@ -38,19 +38,19 @@ export async function retryRows(store: ImportStore, queues: Queues, importId: st
   if (only !== undefined) {
     const entry = await store.getRow(importId, only);
     if (!entry) throw new RetryError(`import ${importId} has no row ${only}`);
-    if (entry.s === 'pending' || entry.s === 'sent') {
-      if (entry.j === null || record.state !== 'enqueued') throw new RetryError(`row ${only} is ${entry.s} and its import is still being enqueued: run the import again to finish it`);
+    if (entry.status === 'pending' || entry.status === 'sent') {
+      if (entry.job === null || record.state !== 'enqueued') throw new RetryError(`row ${only} is ${entry.status} and its import is still being enqueued: run the import again to finish it`);
       const batch = await queues.rows.getJob(batchJobId(importId, batchOf(only)));
       const own = await getRowJob(queues, importId, only);
-      if ((await isLive(batch)) || (await isLive(own))) throw new RetryError(`row ${only} is ${entry.s} and its job will run it (\`subsync status ${importId}\` follows it)`);
+      if ((await isLive(batch)) || (await isLive(own))) throw new RetryError(`row ${only} is ${entry.status} and its job will run it (\`subsync status ${importId}\` follows it)`);
       const secrets = own?.data.secrets ?? (batch ? (batch.data as RowBatchData).secrets?.[String(only)] : undefined);
       const requeued = await requeueStranded(store, queues, record, [{ row: only, entry, ...(secrets === undefined ? {} : { secrets }) }]);
       result.retried.push(...requeued.queued);
       for (const row of requeued.withoutCards) result.skipped.push({ row, reason: `settled failed: ${CARD_DATA_GONE}` });
       return result;
     }
-    if (!RETRYABLE.has(entry.s as 'failed')) {
-      throw new RetryError(`row ${only} is ${entry.s}; only failed, needs-review and stuck (pending or sent without a job) rows are retried${entry.s === 'invalid' ? ' (fix an invalid row and import it again)' : ''}`);
+    if (!RETRYABLE.has(entry.status as 'failed')) {
+      throw new RetryError(`row ${only} is ${entry.status}; only failed, needs-review and stuck (pending or sent without a job) rows are retried${entry.status === 'invalid' ? ' (fix an invalid row and import it again)' : ''}`);
     }
     targets.push({ row: only, entry });
   } else {
@@ -84,10 +84,10 @@ function notRetriable(record: ImportRecord, entry: LedgerEntry, job: Awaited<Ret
 async function retryTargets(store: ImportStore, queues: Queues, record: ImportRecord, targets: ReadonlyArray<{ row: number; entry: LedgerEntry }>, result: RetryResult): Promise<void> {
   const importId = record.id;
   for (const { row, entry } of targets) {
-    if (entry.j === null) continue;
+    if (entry.job === null) continue;
     const job = await getRowJob(queues, importId, row);
     // The row now has a job of its own: its batch, if it ever runs again, leaves the row to that job.
-    const reopened: LedgerEntry = { ...entry, s: entry.s === 'needs-review' ? 'sent' : 'pending', e: undefined, cand: undefined, h: 1 };
+    const reopened: LedgerEntry = { ...entry, status: entry.status === 'needs-review' ? 'sent' : 'pending', note: undefined, candidates: undefined, handed: true };
     const why = notRetriable(record, entry, job);
     if (why !== undefined) {
       result.skipped.push({ row, reason: why });
@@ -98,7 +98,7 @@ async function retryTargets(store: ImportStore, queues: Queues, record: ImportRe
     if (job && (await job.isFailed())) await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
     else {
       if (job) await job.remove();
-      await queues.rows.add(entry.j, { importId, row }, rowJobOptions(importId, row, record.options.attempts));
+      await queues.rows.add(entry.job, { importId, row }, rowJobOptions(importId, row, record.options.attempts));
     }
     result.retried.push(row);
   }
@@ -119,7 +119,7 @@ export interface GroupRetryResult extends RetryResult {
 
 /** Whether sending the row may create a customer or subscription (what an operator weighs before sending many again). */
 function mayCreate(entry: LedgerEntry): boolean {
-  return entry.j === 'customer.create' || entry.j === 'signup' || (entry.j === 'customer.upsert' && entry.cid === undefined);
+  return entry.job === 'customer.create' || entry.job === 'signup' || (entry.job === 'customer.upsert' && entry.customerId === undefined);
 }
 
 /**
@@ -141,11 +141,11 @@ export async function retryGroup(store: ImportStore, queues: Queues, importId: s
   for await (const item of rowsOfGroup(store, importId, code)) targets.push(item);
   const first = targets[0];
   if (first === undefined) throw new RetryError(`import ${importId} has no rows in group ${code} (\`subsync errors ${importId}\` lists its groups)`);
-  const status = first.entry.s === 'needs-review' ? 'needs-review' : 'failed';
+  const status = first.entry.status === 'needs-review' ? 'needs-review' : 'failed';
   const result: GroupRetryResult = { importId, group: code, reason: causeOf(first.entry)?.reason ?? '', status, dryRun: options.dryRun === true, rows: 0, mayCreate: 0, retried: [], skipped: [] };
   if (options.dryRun) {
     for (const { row, entry } of targets) {
-      if (entry.j === null) continue;
+      if (entry.job === null) continue;
       const why = notRetriable(record, entry, await getRowJob(queues, importId, row));
       if (why !== undefined) result.skipped.push({ row, reason: why });
       else {

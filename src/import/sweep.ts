@@ -60,7 +60,7 @@ export async function sweepImport(store: ImportStore, queues: Queues, importId: 
   }
 
   const unsettled: number[] = [];
-  for await (const { row, entry } of store.rowsInOrder(importId, record.total)) if (!isSettled(entry.s) && entry.j !== null) unsettled.push(row);
+  for await (const { row, entry } of store.rowsInOrder(importId, record.total)) if (!isSettled(entry.status) && entry.job !== null) unsettled.push(row);
   report.unsettled = unsettled.length;
   if (unsettled.length === 0) return report;
 
@@ -95,7 +95,7 @@ export async function sweepImport(store: ImportStore, queues: Queues, importId: 
   const stranded: StrandedRow[] = [];
   candidates.forEach((c, i) => {
     const entry: LedgerEntry | undefined = entries[i];
-    if (entry && !isSettled(entry.s)) stranded.push({ row: c.row, entry, ...(c.secrets === undefined ? {} : { secrets: c.secrets }) });
+    if (entry && !isSettled(entry.status)) stranded.push({ row: c.row, entry, ...(c.secrets === undefined ? {} : { secrets: c.secrets }) });
   });
   const result = await requeueStranded(store, queues, record, stranded);
   report.requeued = result.queued;

@@ -27,7 +27,7 @@ export const RowJobDataSchema = z.object({
    * request, and is kept, failed, for the dashboard's retry (with the card
    * number, sealed, for card rows).
    */
-  verdict: z.object({ s: z.enum(['failed', 'needs-review']), e: z.string(), cand: z.array(z.string()).optional() }).optional(),
+  verdict: z.object({ status: z.enum(['failed', 'needs-review']), note: z.string(), candidates: z.array(z.string()).optional() }).optional(),
 });
 export type RowJobData = z.infer<typeof RowJobDataSchema>;
 

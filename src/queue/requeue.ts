@@ -51,15 +51,15 @@ export async function requeueStranded(store: ImportStore, queues: Queues, record
   const result: RequeueResult = { queued: [], withoutCards: [] };
   const unsendable: Array<{ row: number; entry: LedgerEntry }> = [];
   for (const { row, entry, secrets } of rows) {
-    const name = entry.j;
+    const name = entry.job;
     if (name === null) continue;
     if (cards && secrets === undefined) {
-      unsendable.push({ row, entry: { ...entry, s: 'failed', e: CARD_DATA_GONE } });
+      unsendable.push({ row, entry: { ...entry, status: 'failed', note: CARD_DATA_GONE } });
       continue;
     }
     // Read-back mode: a row without a job may have been sent by a run whose settle Redis lost
     // (a rollback), so even a pending one reads back before any create.
-    if (!(await store.updateUnsettled(importId, row, { ...entry, s: 'sent', h: 1 }))) continue;
+    if (!(await store.updateUnsettled(importId, row, { ...entry, status: 'sent', handed: true }))) continue;
     const own = await queues.rows.getJob(rowJobId(importId, row));
     if (own && !(await isLive(own))) await own.remove();
     else if (own) {

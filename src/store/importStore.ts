@@ -1,18 +1,18 @@
 import type { RedisClient } from '../redis/redis.js';
 import { z } from 'zod';
-import { IMPORT_KINDS, JOB_NAMES, ROW_STATUSES, type ImportKind, type JobName, type RowStatus } from '../outcomes.js';
+import { IMPORT_KINDS, ROW_STATUSES, type ImportKind, type JobName, type RowStatus } from '../outcomes.js';
 import { storeKeys } from '../redis/keys.js';
 import { luaScript } from '../redis/script.js';
+import { decodeEntry, encodeEntry, type LedgerEntry, type RowState } from './ledger.js';
 
 /**
  * The import state in Redis: one record per import, and a
  * durable per-row ledger separate from the BullMQ jobs, so that a removed or
  * re-added job can never make a settled row run again.
  *
- * Ledger states: `pending` (not sent, or proven not applied), `sent` (a
- * request may have left: the next attempt reconciles before sending again),
- * or a settled RowStatus. Only the worker holding a row's job writes an
- * unsettled entry; settling is one Lua script, so counts move exactly once.
+ * Ledger entries (src/store/ledger.ts, encoded there): `pending`, `sent`, or
+ * a settled RowStatus. Only the run holding a row writes an unsettled entry
+ * (src/rows/); settling is one Lua script, so counts move exactly once.
  *
  * A `sent` entry also holds, in Redis only, its claim: the token of the run
  * that marked it (`k`) and the key of that run's job lock (`l`). The claim
@@ -20,37 +20,7 @@ import { luaScript } from '../redis/script.js';
  * meanwhile, and a run that lost its lock may write nothing unsettled.
  */
 
-export const UNSETTLED_STATES = ['pending', 'sent'] as const;
-export type RowState = (typeof UNSETTLED_STATES)[number] | RowStatus;
-
-export const LedgerEntrySchema = z.object({
-  /** The input row's cells, card data masked. */
-  c: z.array(z.string()),
-  /** The job that runs the row; null for an invalid row, which never runs. */
-  j: z.enum(JOB_NAMES).nullable(),
-  s: z.enum([...UNSETTLED_STATES, ...ROW_STATUSES]),
-  /** Attempts made (requests sent or tried), for results.csv. */
-  a: z.number().int().min(0),
-  cid: z.string().optional(),
-  sid: z.string().optional(),
-  pmk: z.string().optional(),
-  /** The rule broken, the API's words, or why the row needs review. */
-  e: z.string().optional(),
-  /** Epoch ms of the last attempt. */
-  t: z.number().optional(),
-  /** Upsert: customers that matched before the first attempt, so a later match is proven new. */
-  pre: z.array(z.string()).optional(),
-  /** needs-review: the candidate CustomerIDs. */
-  cand: z.array(z.string()).optional(),
-  /**
-   * Handed from its batch job to a job of its own (a retry, or a failed job
-   * kept for the dashboard): a batch run again leaves the row to that job.
-   */
-  h: z.literal(1).optional(),
-});
-export type LedgerEntry = z.infer<typeof LedgerEntrySchema>;
-
-export const isSettled = (state: RowState): state is RowStatus => state !== 'pending' && state !== 'sent';
+export { UNSETTLED_STATES, isSettled, type LedgerEntry, type RowState } from './ledger.js';
 
 export const ImportOptionsSchema = z.object({
   /** Upsert match field (`--match`), a customer field path. */
@@ -371,7 +341,7 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
     now = Date.now(),
   ): Promise<SettleRowsResult> {
     const args = [String(now), String(figures.apiCalls), String(figures.retries), String(figures.rateLimited), String(figures.searches), String(figures.reads)];
-    for (const { row, entry, claim } of rows) args.push(String(row), JSON.stringify(entry), entry.s, claim?.token ?? '');
+    for (const { row, entry, claim } of rows) args.push(String(row), encodeEntry(entry), entry.status, claim?.token ?? '');
     const { values } = await counted(settleRowsScript, [keys.ledger(importId), keys.counts(importId), keys.importRecord(importId), keys.seq], args, 4 + rows.length, 3);
     const [settled = 0, total = -1, round = 0] = values;
     const codes = values.slice(4);
@@ -393,7 +363,7 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
    */
   async function updateUnsettledRows(importId: string, rows: ReadonlyArray<{ row: number; entry: LedgerEntry }>, claim?: RunClaim): Promise<boolean[]> {
     const args: string[] = [claim?.token ?? '', claim?.lockKey ?? ''];
-    for (const { row, entry } of rows) args.push(String(row), JSON.stringify(entry));
+    for (const { row, entry } of rows) args.push(String(row), encodeEntry(entry));
     const { values } = await counted(updateUnsettledScript, [keys.ledger(importId), keys.seq], args, 1 + rows.length, 0);
     return values.slice(1).map((n) => n === 1);
   }
@@ -408,7 +378,7 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
   async function markSent(importId: string, rows: ReadonlyArray<{ row: number; entry: LedgerEntry; expect: 'pending' | 'sent' }>, claim: RunClaim): Promise<MarkResult[]> {
     const args: string[] = [claim.token, claim.lockKey];
     // The claim lives in Redis only (k, l beside the entry's fields): entries read back leave it out.
-    for (const { row, entry, expect } of rows) args.push(String(row), JSON.stringify({ ...entry, s: 'sent', k: claim.token, l: claim.lockKey }), expect);
+    for (const { row, entry, expect } of rows) args.push(String(row), JSON.stringify({ ...(JSON.parse(encodeEntry(entry)) as object), s: 'sent', k: claim.token, l: claim.lockKey }), expect);
     const { values, rolledBack } = await counted(markSentScript, [keys.ledger(importId), keys.seq, keys.rollbackHold], args, 1 + rows.length, 0, marks);
     // Marked in a Redis that has just shown it lost writes: held like any mark while the rollback is handled.
     return values.slice(1).map((n) => (rolledBack && n === 1 ? 'held' : (MARK_CODES[n] ?? 'fenced')));
@@ -486,7 +456,7 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
     async putPendingRows(importId: string, rows: ReadonlyArray<{ row: number; entry: LedgerEntry }>): Promise<void> {
       if (rows.length === 0) return;
       const args: string[] = [];
-      for (const { row, entry } of rows) args.push(String(row), JSON.stringify(entry));
+      for (const { row, entry } of rows) args.push(String(row), encodeEntry(entry));
       await luaScript(PUT_PENDING_ROWS_SCRIPT).run(redis, [keys.ledger(importId)], args);
     },
 
@@ -522,14 +492,14 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
 
     async getRow(importId: string, row: number): Promise<LedgerEntry | undefined> {
       const text = await redis.hget(keys.ledger(importId), String(row));
-      return text === null ? undefined : LedgerEntrySchema.parse(JSON.parse(text));
+      return text === null ? undefined : decodeEntry(text);
     },
 
     /** The entries of some rows in one read (a batch job's rows); undefined for a row with none. */
     async getRows(importId: string, rows: readonly number[]): Promise<Array<LedgerEntry | undefined>> {
       if (rows.length === 0) return [];
       const texts = await redis.hmget(keys.ledger(importId), ...rows.map(String));
-      return texts.map((text) => (text === null ? undefined : LedgerEntrySchema.parse(JSON.parse(text))));
+      return texts.map((text) => (text === null ? undefined : decodeEntry(text)));
     },
 
     /** Writes one unsettled entry; false if the row settled meanwhile. */
@@ -540,7 +510,7 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
 
     /** Reopens a settled row for retry; returns the new round, or undefined when it was not settled. */
     async reopenRow(importId: string, row: number, entry: LedgerEntry): Promise<number | undefined> {
-      const reply = await reopenScript.run(redis, [keys.ledger(importId), keys.counts(importId), keys.importRecord(importId), keys.matchDigests(importId), keys.findPlan(importId), keys.foundRecords(importId)], [String(row), JSON.stringify(entry)]);
+      const reply = await reopenScript.run(redis, [keys.ledger(importId), keys.counts(importId), keys.importRecord(importId), keys.matchDigests(importId), keys.findPlan(importId), keys.foundRecords(importId)], [String(row), encodeEntry(entry)]);
       return typeof reply === 'number' && reply > 0 ? reply : undefined;
     },
 
@@ -592,7 +562,7 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
         for (let i = 0; i < rows.length; i++) {
           const text = texts[i];
           if (text === null || text === undefined) throw new Error(`import ${importId}: row ${first + i} has no ledger entry`);
-          yield { row: first + i, entry: LedgerEntrySchema.parse(JSON.parse(text)) };
+          yield { row: first + i, entry: decodeEntry(text) };
         }
       }
     },
@@ -601,7 +571,7 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
     async *rowsWithStatus(importId: string, statuses: ReadonlySet<RowState>): AsyncGenerator<{ row: number; entry: LedgerEntry }> {
       const record = await this.getImport(importId);
       if (!record?.total) return;
-      for await (const item of this.rowsInOrder(importId, record.total)) if (statuses.has(item.entry.s)) yield item;
+      for await (const item of this.rowsInOrder(importId, record.total)) if (statuses.has(item.entry.status)) yield item;
     },
 
     /**

@@ -143,7 +143,7 @@ describe('errors and retry --group', () => {
       return record?.round !== undefined && record.round > 0 && record.finishedAt !== undefined ? true : undefined;
     }, 'the retried rows to settle');
     const after = await store.getRows(importId, [1, 2, 3, 4]);
-    expect(after.map((e) => e?.s)).toEqual(['created', 'created', 'failed', 'failed']);
+    expect(after.map((e) => e?.status)).toEqual(['created', 'created', 'failed', 'failed']);
     expect(after.slice(2)).toEqual(before.slice(2));
     // Only the group's two creates were sent (each read back first: it may have been applied).
     expect(pipeline.sandbox.stats().byEndpoint.createCustomer).toBe(2);

@@ -157,7 +157,7 @@ describe.runIf(RUN)('dashboard in a browser', () => {
       expect(await page.locator('tr[data-row="2"]').count()).toBe(0);
       expect(await page.locator('table.rows > tbody > tr').count()).toBe(1);
       await shot(page, '07-import-after-retry');
-      expect(await pipeline.runtime.store.getRow(id, 2)).toMatchObject({ s: 'signed-up', c: expect.arrayContaining(['bob.marley-brown@example.co.uk', '************4444', '']) });
+      expect(await pipeline.runtime.store.getRow(id, 2)).toMatchObject({ status: 'signed-up', cells: expect.arrayContaining(['bob.marley-brown@example.co.uk', '************4444', '']) });
       const customer = pipeline.sandbox.store.customers().find((c) => c.EmailAddress === 'bob.marley-brown@example.co.uk');
       expect(customer).toMatchObject({ FirstName: 'Bob', LastName: 'Marley-Brown' });
       expect(await redisText(pipeline.runtime.redis, pipeline.prefix)).not.toContain('5555555555554444');

@@ -304,7 +304,7 @@ describe('dashboard: pages', () => {
     expect(noticeOf(one)).toBe('retrying 1 row(s): 1');
     const afterOne = await waitFinished(pipeline, id, (s) => s.settled);
     expect(afterOne.counts.failed).toBe(2);
-    expect((await pipeline.runtime.store.getRow(id, 1))?.a).toBe(2);
+    expect((await pipeline.runtime.store.getRow(id, 1))?.attempts).toBe(2);
 
     csrf = await http.csrf(`/imports/${id}`);
     const selected = await http.post(`/imports/${id}/retry`, { _csrf: csrf, action: 'selected', rows: ['2', '3'] });

@@ -39,13 +39,13 @@ describe('editAndRetryRow', () => {
     const still = await refusal(editAndRetryRow(store, queues, keyring, first.importId, 2, { EmailAddress: 'bad@still' }));
     expect(still.reason).toBe('invalid');
     expect(still.rowErrors).toEqual([expect.objectContaining({ row: 2, column: 'EmailAddress', rule: 'email' })]);
-    expect((await store.getRow(first.importId, 2))?.s).toBe('invalid');
+    expect((await store.getRow(first.importId, 2))?.status).toBe('invalid');
 
     const result = await editAndRetryRow(store, queues, keyring, first.importId, 2, { EmailAddress: 'bad.email@example.co.uk' });
     expect(result).toMatchObject({ row: 2, jobName: 'customer.create', state: 'pending', round: 1 });
     const second = await waitFinished(pipeline, first.importId, (s) => s.counts.created === 2);
     expect(second.counts).toMatchObject({ created: 2, invalid: 0 });
-    expect(await store.getRow(first.importId, 2)).toMatchObject({ s: 'created', c: ['Bad', 'Email', 'bad.email@example.co.uk', 'Leeds'] });
+    expect(await store.getRow(first.importId, 2)).toMatchObject({ status: 'created', cells: ['Bad', 'Email', 'bad.email@example.co.uk', 'Leeds'] });
     expect(pipeline.sandbox.store.customers().filter((c) => c.EmailAddress === 'bad.email@example.co.uk')).toHaveLength(1);
   });
 
@@ -96,7 +96,7 @@ describe('editAndRetryRow', () => {
         return;
       }
       const entry = await store.getRow(id, 1);
-      if (entry) await store.settle(id, 1, { ...entry, s: 'failed', a: 1, e: 'offer LEGACY-2019 is Retired, not Active', h: 1 });
+      if (entry) await store.settle(id, 1, { ...entry, status: 'failed', attempts: 1, note: 'offer LEGACY-2019 is Retired, not Active', handed: true });
       throw new UnrecoverableError('refused');
     }, { connection: redis, prefix: pipeline.prefix });
     await until(async () => ((await queues.rows.getJob(rowJobId(id, 1)))?.failedReason ? true : undefined), 'the row to fail');
@@ -104,7 +104,7 @@ describe('editAndRetryRow', () => {
 
     expect(await cardFieldsOf(store, queues, keyring, id, 1)).toMatchObject({ accountNumberNeeded: false });
     await editAndRetryRow(store, queues, keyring, id, 1, { 'Subscription.OfferCode': 'NEWS-ANNUAL' }, { CVCode: '737' });
-    expect((await store.getRow(id, 1))?.c).toContain('************5556');
+    expect((await store.getRow(id, 1))?.cells).toContain('************5556');
     startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 1 });
     const done = await waitFinished(pipeline, id, (s) => s.counts['signed-up'] === 1);
     expect(done.counts.failed).toBe(0);
@@ -116,7 +116,7 @@ describe('editAndRetryRow', () => {
     const id = await enqueueOnly(pipeline, 'customers.csv', 'FirstName,LastName,EmailAddress,City\nZoë,Dupont,zoe@example.fr,Lyon\n');
     const pending = await store.getRow(id, 1);
     expect(pending).toBeDefined();
-    await store.settle(id, 1, { ...pending!, s: 'needs-review', a: 3, e: 'may have been applied', cand: ['100010', '100011'] });
+    await store.settle(id, 1, { ...pending!, status: 'needs-review', attempts: 3, note: 'may have been applied', candidates: ['100010', '100011'] });
 
     // Its own job is still waiting: not now.
     await queues.rows.add('customer.create', { importId: id, row: 1 }, rowJobOptions(id, 1));
@@ -129,7 +129,7 @@ describe('editAndRetryRow', () => {
     // An unchanged identifying field sent back with the form is no change.
     const result = await editAndRetryRow(store, queues, keyring, id, 1, { EmailAddress: 'zoe@example.fr', City: 'Paris' });
     expect(result).toMatchObject({ state: 'sent', jobName: 'customer.create' });
-    expect(await store.getRow(id, 1)).toMatchObject({ s: 'sent', a: 3, c: ['Zoë', 'Dupont', 'zoe@example.fr', 'Paris'], h: 1 });
+    expect(await store.getRow(id, 1)).toMatchObject({ status: 'sent', attempts: 3, cells: ['Zoë', 'Dupont', 'zoe@example.fr', 'Paris'], handed: true });
     expect((await store.counts(id)).byStatus['needs-review']).toBe(0);
     expect((await queues.rows.getJob(rowJobId(id, 1)))?.name).toBe('customer.create');
   });

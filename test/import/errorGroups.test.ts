@@ -36,18 +36,18 @@ describe('generalise', () => {
   });
 
   it('gives one code to messages that differ only in their particulars, another to other words', () => {
-    const failed = (e: string) => causeOf({ s: 'failed', e });
+    const failed = (e: string) => causeOf({ status: 'failed', note: e });
     expect(failed('customer 17 not found')?.code).toBe(failed('customer 90210 not found')?.code);
     expect(failed('customer 17 not found')?.code).toMatch(/^failed:[0-9a-f]{8}$/);
     expect(failed('customer 17 not found')?.code).not.toBe(failed('customer 17 is closed')?.code);
-    expect(causeOf({ s: 'needs-review', e: 'customer 17 not found' })?.code).toMatch(/^needs-review:[0-9a-f]{8}$/);
-    expect(causeOf({ s: 'created' })).toBeUndefined();
+    expect(causeOf({ status: 'needs-review', note: 'customer 17 not found' })?.code).toMatch(/^needs-review:[0-9a-f]{8}$/);
+    expect(causeOf({ status: 'created' })).toBeUndefined();
   });
 
   it('an invalid row is grouped by the column and rule of its first message', () => {
     const e = 'row 7 (spreadsheet row 8, line 8), column "EmailAddress": "bob@" is not an email address (rule: email); row 7 (spreadsheet row 8, line 8), column "CountryCode": "GB" is not a three-letter country code (ISO 3166-1 alpha-3, e.g. GBR) (rule: country-code)';
-    expect(causeOf({ s: 'invalid', e })).toEqual({ code: 'invalid:EmailAddress:email', reason: 'EmailAddress: not an email address (rule: email)' });
-    expect(causeOf({ s: 'invalid', e: 'row 3: 4 cells where the header has 3; check for an unquoted comma or a missing cell (rule: column-count)' })).toEqual({
+    expect(causeOf({ status: 'invalid', note: e })).toEqual({ code: 'invalid:EmailAddress:email', reason: 'EmailAddress: not an email address (rule: email)' });
+    expect(causeOf({ status: 'invalid', note: 'row 3: 4 cells where the header has 3; check for an unquoted comma or a missing cell (rule: column-count)' })).toEqual({
       code: 'invalid:column-count',
       reason: '4 cells where the header has 3; check for an unquoted comma or a missing cell (rule: column-count)',
     });
@@ -67,15 +67,15 @@ describe('errorGroups', () => {
       const c = [`First${row}`, 'Last', `p${row}@example.com`];
       switch (row % 10) {
         case 0: case 1: case 2: case 3:
-          return { c, j: 'customer.create', s: 'failed', a: 1, t: t0 + row, e: `POST /json/customers: 400: customer ${row} refused: "${c[0]}" is on hold` };
+          return { cells: c, job: 'customer.create', status: 'failed', attempts: 1, lastAttemptAt: t0 + row, note: `POST /json/customers: 400: customer ${row} refused: "${c[0]}" is on hold` };
         case 4: case 5:
-          return { c, j: 'customer.create', s: 'failed', a: 3, t: t0 + row, e: `retries ran out: 503 Service Unavailable after ${row % 7} seconds` };
+          return { cells: c, job: 'customer.create', status: 'failed', attempts: 3, lastAttemptAt: t0 + row, note: `retries ran out: 503 Service Unavailable after ${row % 7} seconds` };
         case 6:
-          return { c, j: 'customer.create', s: 'needs-review', a: 1, t: t0 + row, e: `2 customers match ${c[2]}: ${row}, ${row + 1}` };
+          return { cells: c, job: 'customer.create', status: 'needs-review', attempts: 1, lastAttemptAt: t0 + row, note: `2 customers match ${c[2]}: ${row}, ${row + 1}` };
         case 7: case 8:
-          return { c, j: null, s: 'invalid', a: 0, e: `row ${row} (spreadsheet row ${row + 1}, line ${row + 1}), column "EmailAddress": "x${row}@" is not an email address (rule: email)` };
+          return { cells: c, job: null, status: 'invalid', attempts: 0, note: `row ${row} (spreadsheet row ${row + 1}, line ${row + 1}), column "EmailAddress": "x${row}@" is not an email address (rule: email)` };
         default:
-          return { c, j: 'customer.create', s: 'created', a: 1, t: t0 + row, cid: String(row) };
+          return { cells: c, job: 'customer.create', status: 'created', attempts: 1, lastAttemptAt: t0 + row, customerId: String(row) };
       }
     };
     for (let first = 1; first <= total; first += 5_000) {

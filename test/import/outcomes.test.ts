@@ -104,7 +104,7 @@ describe('every row reaches an outcome', () => {
     expect(status.counts).toMatchObject({ created: 5 });
     expect(pipeline.sandbox.store.customers()).toHaveLength(5);
     expect(await queues.rows.getJob(batchJobId(id, 0))).toBeUndefined();
-    expect(await pipeline.runtime.store.getRow(id, 3)).toMatchObject({ s: 'created', h: 1 });
+    expect(await pipeline.runtime.store.getRow(id, 3)).toMatchObject({ status: 'created', handed: true });
   });
 
   it('a batch whose attempts run out against a broken ledger leaves no row without an outcome: the sweep queues its rows with their card data', async () => {
@@ -139,7 +139,7 @@ describe('every row reaches an outcome', () => {
     const id = await enqueue(pipeline, customersCsv(30, 'Swept'));
     // Row 27 was sent by a worker that died before its answer: the customer exists.
     const sent = pipeline.sandbox.store.createCustomer({ ...BLANK_CUSTOMER_INPUT, FirstName: 'Row27', LastName: 'Swept', EmailAddress: 'row27.swept@example.com' });
-    await store.updateUnsettled(id, 27, { ...(await store.getRow(id, 27))!, s: 'sent', a: 1 });
+    await store.updateUnsettled(id, 27, { ...(await store.getRow(id, 27))!, status: 'sent', attempts: 1 });
     // The second batch (rows 26-30) is deleted by hand.
     await (await queues.rows.getJob(batchJobId(id, 1)))?.remove();
     expect(await sweepImport(store, queues, id)).toMatchObject({ unsettled: 30, live: 25, requeued: [26, 27, 28, 29, 30] });
@@ -150,7 +150,7 @@ describe('every row reaches an outcome', () => {
     pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 4, backoff: { baseMs: 20, capMs: 200 } });
     const status = await waitFinished(pipeline, id);
     expect(status.counts).toMatchObject({ created: 29, reconciled: 1 });
-    expect(await store.getRow(id, 27)).toMatchObject({ s: 'reconciled', cid: sent.CustomerID });
+    expect(await store.getRow(id, 27)).toMatchObject({ status: 'reconciled', customerId: sent.CustomerID });
     expect(pipeline.sandbox.store.customers()).toHaveLength(30);
   });
 
@@ -169,7 +169,7 @@ describe('every row reaches an outcome', () => {
     pipeline = await startPipeline({ workers: false, seed: false });
     const { store, queues } = pipeline.runtime;
     const id = await enqueue(pipeline, customersCsv(30, 'Retried'));
-    await store.updateUnsettled(id, 2, { ...(await store.getRow(id, 2))!, s: 'sent', a: 1 });
+    await store.updateUnsettled(id, 2, { ...(await store.getRow(id, 2))!, status: 'sent', attempts: 1 });
     await expect(retryRows(store, queues, id, 2)).rejects.toThrow(/row 2 is sent and its job will run it/);
     await (await queues.rows.getJob(batchJobId(id, 0)))?.remove();
     expect(await retryRows(store, queues, id, 2)).toEqual({ retried: [2], skipped: [] });

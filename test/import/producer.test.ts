@@ -3,7 +3,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { importFile } from '../../src/import/producer.js';
 import { BATCH_JOB, batchJobId, ROWS_PER_BATCH, RowBatchDataSchema } from '../../src/queue/queues.js';
-import { LedgerEntrySchema } from '../../src/store/importStore.js';
+import { decodeEntry } from '../../src/store/ledger.js';
 import { startPipeline, type Pipeline } from '../support/pipeline.js';
 
 let pipeline: Pipeline | undefined;
@@ -43,9 +43,9 @@ describe('the producer, in one parse of the file', () => {
     expect(await store.getImport(result.importId)).toMatchObject({ state: 'enqueued', total: rows });
     const ledger = await redis.hgetall(store.keys.ledger(result.importId));
     expect(Object.keys(ledger)).toHaveLength(rows);
-    const entry = (row: number) => LedgerEntrySchema.parse(JSON.parse(ledger[String(row)] ?? 'null'));
-    expect(entry(rows)).toEqual({ c: [`Row${rows}`, `O"Brien, ${rows}`, `r${rows}@example.com`, `${rows} Main St\r\nFloor 2`], j: 'customer.create', s: 'pending', a: 0 });
-    expect(entry(7)).toMatchObject({ j: null, s: 'invalid', e: expect.stringMatching(/row 7 \(spreadsheet row \d+, line \d+\), column "EmailAddress"/) });
+    const entry = (row: number) => decodeEntry(ledger[String(row)] ?? 'null');
+    expect(entry(rows)).toEqual({ cells: [`Row${rows}`, `O"Brien, ${rows}`, `r${rows}@example.com`, `${rows} Main St\r\nFloor 2`], job: 'customer.create', status: 'pending', attempts: 0 });
+    expect(entry(7)).toMatchObject({ job: null, status: 'invalid', note: expect.stringMatching(/row 7 \(spreadsheet row \d+, line \d+\), column "EmailAddress"/) });
 
     const again = await importFile({ file }, deps(pipeline));
     expect(again).toEqual({ outcome: 'already-imported', importId: result.importId, kind: 'customers' });

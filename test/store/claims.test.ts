@@ -34,7 +34,7 @@ afterAll(async () => {
   await deleteKeys(prefix);
 });
 
-const pending: LedgerEntry = { c: ['Ana', 'Lind'], j: 'customer.create', s: 'pending', a: 0 };
+const pending: LedgerEntry = { cells: ['Ana', 'Lind'], job: 'customer.create', status: 'pending', attempts: 0 };
 
 async function run(job: string): Promise<RunClaim> {
   const claim = { token: `${job}:${randomBytes(3).toString('hex')}`, lockKey: `${prefix}:subsync-rows:${job}:lock` };
@@ -55,13 +55,13 @@ describe('sent marks as claims', () => {
     const id = await newImport(2);
     const owner = await run('b1');
     expect(await store.markSent(id, [{ row: 1, entry: pending, expect: 'pending' }], owner)).toEqual(['marked']);
-    expect((await store.getRow(id, 1))?.s).toBe('sent');
+    expect((await store.getRow(id, 1))?.status).toBe('sent');
     // The lock now holds another run's token (the job was taken over): the first run may send nothing.
     const taker = await run('b1');
     expect(await store.markSent(id, [{ row: 2, entry: pending, expect: 'pending' }], owner)).toEqual(['fenced']);
-    expect((await store.getRow(id, 2))?.s).toBe('pending');
+    expect((await store.getRow(id, 2))?.status).toBe('pending');
     // Nor write anything unsettled over the row.
-    expect(await store.updateUnsettledRows(id, [{ row: 2, entry: { ...pending, a: 1 } }], owner)).toEqual([false]);
+    expect(await store.updateUnsettledRows(id, [{ row: 2, entry: { ...pending, attempts: 1 } }], owner)).toEqual([false]);
     expect(await store.markSent(id, [{ row: 2, entry: pending, expect: 'pending' }], taker)).toEqual(['marked']);
   });
 
@@ -76,11 +76,11 @@ describe('sent marks as claims', () => {
     // The first run's lock goes (it died): a run that read the row back may take the claim over...
     await redis.del(first.lockKey);
     expect(await store.markSent(id, [{ row: 1, entry: pending, expect: 'pending' }], second)).toEqual(['claimed']);
-    expect(await store.markSent(id, [{ row: 1, entry: { ...pending, s: 'sent' }, expect: 'sent' }], second)).toEqual(['marked']);
+    expect(await store.markSent(id, [{ row: 1, entry: { ...pending, status: 'sent' }, expect: 'sent' }], second)).toEqual(['marked']);
     // ...and the same run marking again is no conflict.
     expect(await store.markSent(id, [{ row: 1, entry: pending, expect: 'pending' }], second)).toEqual(['marked']);
     // Entries read back carry no claim.
-    expect(await store.getRow(id, 1)).toEqual({ ...pending, s: 'sent' });
+    expect(await store.getRow(id, 1)).toEqual({ ...pending, status: 'sent' });
   });
 
   it('settles once; a run whose row another live run claims is refused, and the settle without a run is not', async () => {
@@ -88,7 +88,7 @@ describe('sent marks as claims', () => {
     const first = await run('b3');
     const late = await run('b3x');
     expect(await store.markSent(id, [{ row: 1, entry: pending, expect: 'pending' }], first)).toEqual(['marked']);
-    const created: LedgerEntry = { ...pending, s: 'created', cid: 'C1', a: 1 };
+    const created: LedgerEntry = { ...pending, status: 'created', customerId: 'C1', attempts: 1 };
     const refused = await store.settleRows(id, [{ row: 1, entry: created, claim: late }]);
     expect(refused).toMatchObject({ applied: [false], claimed: [true] });
     // A run that lost its lock settles its own claim: its outcome is what its request did.
@@ -97,7 +97,7 @@ describe('sent marks as claims', () => {
     expect(own).toMatchObject({ applied: [true], claimed: [false], settled: 1 });
     expect(await store.settleRows(id, [{ row: 1, entry: created, claim: first }])).toMatchObject({ applied: [false], claimed: [false] });
     // The producer, the sweep and the dashboard settle without a run.
-    expect(await store.settleRows(id, [{ row: 2, entry: { ...pending, s: 'failed', e: 'x' } }])).toMatchObject({ applied: [true], settled: 2, complete: true });
+    expect(await store.settleRows(id, [{ row: 2, entry: { ...pending, status: 'failed', note: 'x' } }])).toMatchObject({ applied: [true], settled: 2, complete: true });
   });
 
   it('holds every mark while a rollback is handled', async () => {
@@ -106,7 +106,7 @@ describe('sent marks as claims', () => {
     await redis.set(store.keys.rollbackHold, '1', 'PX', 10_000);
     try {
       expect(await store.markSent(id, [{ row: 1, entry: pending, expect: 'pending' }], owner)).toEqual(['held']);
-      expect((await store.getRow(id, 1))?.s).toBe('pending');
+      expect((await store.getRow(id, 1))?.status).toBe('pending');
     } finally {
       await redis.del(store.keys.rollbackHold);
     }
@@ -120,8 +120,8 @@ describe('the rollback counter', () => {
     const owner = await run('b5');
     seen.length = 0;
     await store.markSent(id, [{ row: 1, entry: pending, expect: 'pending' }], owner);
-    await store.updateUnsettledRows(id, [{ row: 2, entry: { ...pending, a: 1 } }], owner);
-    await store.settleRows(id, [{ row: 3, entry: { ...pending, s: 'failed', e: 'x' } }]);
+    await store.updateUnsettledRows(id, [{ row: 2, entry: { ...pending, attempts: 1 } }], owner);
+    await store.settleRows(id, [{ row: 3, entry: { ...pending, status: 'failed', note: 'x' } }]);
     expect(seen).toHaveLength(3);
     for (const { seq, before } of seen) expect(seq).toBeGreaterThan(before);
     expect(Number(await redis.get(store.keys.seq))).toBe(high);

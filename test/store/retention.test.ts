@@ -51,7 +51,7 @@ describe('ledger retention', () => {
 
     // Reopened for a retry: unfinished again, so kept.
     const entry = await store.getRow(id, 1);
-    await store.reopenRow(id, 1, { ...entry!, s: 'pending', h: 1 });
+    await store.reopenRow(id, 1, { ...entry!, status: 'pending', handed: true });
     for (const key of keys) expect(await redis.pttl(key)).toBe(-1);
   });
 

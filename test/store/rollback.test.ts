@@ -41,7 +41,7 @@ afterAll(async () => {
   await rm(dataDir, { recursive: true, force: true });
 });
 
-const pending: LedgerEntry = { c: ['Ana', 'Lind'], j: 'customer.create', s: 'pending', a: 0 };
+const pending: LedgerEntry = { cells: ['Ana', 'Lind'], job: 'customer.create', status: 'pending', attempts: 0 };
 
 async function newImport(rows: number): Promise<string> {
   const id = randomBytes(6).toString('hex');
@@ -57,12 +57,12 @@ describe('rollback detection', () => {
     store.watchSeq(watch);
     const running = await newImport(3);
     const finished = await newImport(1);
-    await store.settleRows(finished, [{ row: 1, entry: { ...pending, s: 'created', cid: 'C9' } }]);
+    await store.settleRows(finished, [{ row: 1, entry: { ...pending, status: 'created', customerId: 'C9' } }]);
     await store.markFinished(finished, 0, '/tmp/x', 3600);
     const owner = { token: 't1', lockKey: `${prefix}:subsync-rows:b1:lock` };
     await redis.set(owner.lockKey, owner.token);
     expect(await store.markSent(running, [{ row: 1, entry: pending, expect: 'pending' }], owner)).toEqual(['marked']);
-    await store.settleRows(running, [{ row: 2, entry: { ...pending, s: 'created', cid: 'C2' } }]);
+    await store.settleRows(running, [{ row: 2, entry: { ...pending, status: 'created', customerId: 'C2' } }]);
     const high = watch.high();
     expect(high).toBeGreaterThan(0);
     await watch.close();
@@ -79,7 +79,7 @@ describe('rollback detection', () => {
     expect(second.found).toMatchObject({ from: high, to: high - 2, imports: [running], rows: 2, how: 'start' });
     // Every row of the running import without an outcome, pending or sent, is now sent without a claim: read back first.
     const rows = await store.getRows(running, [1, 2, 3]);
-    expect(rows.map((r) => r?.s)).toEqual(['sent', 'created', 'sent']);
+    expect(rows.map((r) => r?.status)).toEqual(['sent', 'created', 'sent']);
     expect(JSON.parse((await redis.hget(store.keys.ledger(running), '1')) ?? '{}')).not.toHaveProperty('k');
     expect((await store.getImport(running))?.readBack).toBe(second.found?.at);
     expect((await store.getImport(finished))?.readBack).toBeUndefined();

@@ -50,10 +50,10 @@ describe('batch jobs', () => {
     // Row 3 was sent by a run that died before its answer came: the customer exists.
     const sent = pipeline.sandbox.store.createCustomer({ ...BLANK_CUSTOMER_INPUT, FirstName: 'Row3', LastName: 'Batch', EmailAddress: 'row3@example.com' });
     const row3 = await store.getRow(id, 3);
-    await store.updateUnsettled(id, 3, { ...row3!, s: 'sent', a: 1 });
+    await store.updateUnsettled(id, 3, { ...row3!, status: 'sent', attempts: 1 });
     // Row 30 has a job of its own (retried from the dashboard, say), delayed: its batch must not run it.
     const row30 = await store.getRow(id, 30);
-    await store.updateUnsettled(id, 30, { ...row30!, h: 1 });
+    await store.updateUnsettled(id, 30, { ...row30!, handed: true });
     await queues.rows.add('customer.create', { importId: id, row: 30 }, { ...rowJobOptions(id, 30), delay: 1500 });
 
     const seen = requestLog(pipeline);
@@ -65,7 +65,7 @@ describe('batch jobs', () => {
     const customers = pipeline.sandbox.store.customers();
     expect(customers).toHaveLength(60);
     expect(new Set(customers.map((c) => c.FirstName)).size).toBe(60);
-    expect(await store.getRow(id, 3)).toMatchObject({ s: 'reconciled', cid: sent.CustomerID });
+    expect(await store.getRow(id, 3)).toMatchObject({ status: 'reconciled', customerId: sent.CustomerID });
     // One create per row but row 3, which read back instead; row 30 was created once, by its own job.
     const creates = seen.filter((r) => r.endpoint === 'createCustomer');
     expect(creates).toHaveLength(59);
@@ -139,7 +139,7 @@ describe('batch jobs', () => {
     expect(settledByFirst).toBeLessThan(25);
     expect(await (await queues.rows.getJob(batchJobId(id, 0)))?.getState()).toBe('waiting');
     const ledger = await store.getRows(id, Array.from({ length: 25 }, (_, i) => i + 1));
-    expect(ledger.filter((e) => e?.s === 'pending')).toHaveLength(25 - settledByFirst);
+    expect(ledger.filter((e) => e?.status === 'pending')).toHaveLength(25 - settledByFirst);
     expect(pipeline.sandbox.store.customers()).toHaveLength(settledByFirst);
 
     pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 4 });

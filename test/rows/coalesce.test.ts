@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { coalesce, Slots } from '../../src/workers/coalesce.js';
+import { coalesce, Slots } from '../../src/rows/coalesce.js';
 
 describe('coalesce', () => {
   it('gathers the calls of one turn into one flush per key, answering each call its own result', async () => {

@@ -1,0 +1,122 @@
+/**
+ * The row protocol's terms, and what it needs from whatever runs its jobs.
+ *
+ * - row: one line of an import's file, with one entry in the import's
+ *   ledger (src/store/ledger.ts): `pending`, `sent`, or settled with an
+ *   outcome (src/outcomes.ts).
+ * - attempt: one run of a row's processor (jobs/), in one of the process's
+ *   slots, with the ledger kept around it.
+ * - batch: a block of consecutive rows run side by side; a row that fails
+ *   there is handed on to a job of its own.
+ * - row job: a row's own job: its retries, a failure kept for the
+ *   dashboard, or a retry asked for by an operator.
+ * - taken: another run settled the row meanwhile; this one stops.
+ * - sealed cells: a row's card cells (and password), encrypted, held only in
+ *   its job's data until the row has an outcome (src/cards/crypto.ts).
+ *
+ * Nothing here knows BullMQ: src/workers/rowWorker.ts adapts its jobs to
+ * these shapes, and tests drive the protocol with ports of their own.
+ */
+import type { JobName, RowOutcome, RowStatus } from '../outcomes.js';
+
+/** A row that failed for good in its batch: its own job settles it so, without a request. */
+export interface RowVerdict {
+  status: 'failed' | 'needs-review';
+  note: string;
+  candidates?: readonly string[];
+}
+
+/** A row's own job, as one run of it sees it. */
+export interface RowJobInput {
+  name: JobName;
+  importId: string;
+  row: number;
+  /** For log lines. */
+  jobId?: string;
+  /** The row's sealed card cells. */
+  secrets?: string;
+  /** Attempts the row made in its batch before this job took it over. */
+  after?: number;
+  verdict?: RowVerdict;
+  /** Runs of this job that failed before this one. */
+  attemptsMade: number;
+  /** Runs this job is allowed, the first included. */
+  attempts: number;
+}
+
+/** How a run of a row's own job ended. */
+export type RowJobResult =
+  /** The row settled with this status. */
+  | { kind: 'settled'; status: RowStatus }
+  /** The row had settled before this run: nothing was sent. */
+  | { kind: 'already'; status: RowStatus }
+  /** Another run settled the row while this one ran: it stopped before sending. */
+  | { kind: 'taken' }
+  /** A 429: the fleet's budget is blocked; the row goes again, without spending an attempt. */
+  | { kind: 'rate-limited' }
+  /** The attempt failed and the row has attempts left: the next, after `delayMs`. `error` is scrubbed of the row's secrets. */
+  | { kind: 'retry'; error: Error; delayMs: number }
+  /** The row settled without success (refused, retries ran out, or needs review): its job stays, failed, for the dashboard. */
+  | { kind: 'failed'; outcome: RowOutcome };
+
+/** A batch of rows, as one run of it sees it. */
+export interface BatchInput {
+  importId: string;
+  rows: readonly number[];
+  /** For log lines. */
+  jobId?: string;
+  /** Sealed card cells by row. */
+  secrets?: Readonly<Record<string, string>>;
+}
+
+/** What each row of a batch came to: settled here, handed to a job of its own, skipped (settled or taken elsewhere), or not started (the process is closing). */
+export interface BatchResult {
+  settled: number;
+  handed: number;
+  skipped: number;
+  deferred: number;
+}
+
+/** A row handed from its batch to a job of its own. */
+export interface HandOn {
+  name: JobName;
+  importId: string;
+  row: number;
+  secrets?: string;
+  /** Attempts the row made in its batch (a retry's backoff keeps growing from there). */
+  after?: number;
+  verdict?: RowVerdict;
+  /** Runs the row's job is allowed. */
+  attempts: number;
+  /** Wait before its first run. */
+  delayMs: number;
+}
+
+/** What the protocol needs from the job that runs a row. */
+export interface RowJobPort {
+  /**
+   * The job holds `token` as `row`'s sealed cells from now on (undefined:
+   * none), resolved once that is stored: a row that has an outcome keeps no
+   * CVC, and a batch's row whose outcome is known or that has a job of its
+   * own is dropped from the batch's data.
+   */
+  sealSecrets(row: number, token: string | undefined): Promise<void>;
+}
+
+/** What the protocol needs from the job that runs a batch. */
+export interface BatchPort extends RowJobPort {
+  /** Gives a row a job of its own; adding it while it is there changes nothing. */
+  handOn(handOn: HandOn): Promise<void>;
+}
+
+/**
+ * A job the protocol cannot run: its import or ledger entry is gone, or it
+ * carries card data this process has no key for. Running it again cannot help.
+ */
+export class RowUnrunnableError extends Error {
+  readonly code = 'ROW_UNRUNNABLE';
+  constructor(message: string) {
+    super(message);
+    this.name = 'RowUnrunnableError';
+  }
+}

@@ -1,0 +1,433 @@
+import type { Logger } from 'pino';
+import { ROW_JOBS, type RowContext } from '../../jobs/index.js';
+import type { ApiClient } from '../api/client.js';
+import { withoutSecrets } from '../api/errors.js';
+import type { CardKeyring } from '../cards/crypto.js';
+import type { ColumnPlan } from '../csv/columns.js';
+import { secretValues } from '../csv/rows.js';
+import type { CustomerFinder } from '../customers/finder.js';
+import type { CustomerGuard } from '../customers/guard.js';
+import type { NameSearch } from '../customers/nameSearch.js';
+import type { FailureLog } from '../failureLog.js';
+import { observeRetry, observeRowSettled } from '../metrics.js';
+import { SUCCESS_STATUSES, type ImportKind, type JobName, type RowOutcome } from '../outcomes.js';
+import type { ApiBudget } from '../redis/budget.js';
+import type { BackoffBounds } from '../backoff.js';
+import { planOf } from '../store/plan.js';
+import { NO_FIGURES, type ImportRecord, type ImportStore, type RunFigures } from '../store/importStore.js';
+import { isSettled, outcomeOf, withOutcome, type LedgerEntry } from '../store/ledger.js';
+import { coalesce, Slots } from './coalesce.js';
+import { decide, mayHaveAppliedNote, notFoundNote, provenNotApplied, reasonOf, type Decision } from '../api/decision.js';
+import { countedApi, noCalls, type CallFigures } from './figures.js';
+import { RowUnrunnableError, type BatchInput, type BatchPort, type BatchResult, type RowJobInput, type RowJobPort, type RowJobResult } from './interfaces.js';
+import { keptSecrets, openCells } from './sealed.js';
+
+export interface RowProtocolOptions {
+  store: ImportStore;
+  api: ApiClient;
+  budget: Pick<ApiBudget, 'block'>;
+  keyring: CardKeyring | undefined;
+  logger: Logger;
+  /** Rows of this process talking to the API at once, whatever the jobs. */
+  concurrency: number;
+  /** Retry backoff bounds; default DEFAULT_BACKOFF (src/policy.ts RETRY_DEFAULTS). */
+  backoff?: BackoffBounds;
+  /** The duplicate guard of creates (imports without `--allow-duplicates`). */
+  guard?: CustomerGuard;
+  /** How upserts find their customers. */
+  finder?: CustomerFinder;
+  /** Searches by name, shared per import (when there is no index to ask). */
+  names?: NameSearch;
+  /** Repeated failures (a Redis outage) logged once per class and interval, not once per row. */
+  failures?: FailureLog;
+  /** Told when a settle completed an import's round: its results are due. */
+  onComplete(importId: string, round: number): Promise<void>;
+}
+
+export interface RowProtocol {
+  /** One run of a row's own job. */
+  runRow(input: RowJobInput, port: RowJobPort): Promise<RowJobResult>;
+  /** One run of a batch: its rows side by side. */
+  runBatch(input: BatchInput, port: BatchPort): Promise<BatchResult>;
+  /** From now on, batches start no more rows (the process is closing): those go back with their batch. */
+  stopStarting(): void;
+}
+
+/** An import as a run needs it: its record and column plan (both fixed once enqueued). */
+interface KnownImport {
+  record: ImportRecord;
+  plan: ColumnPlan;
+}
+
+/** One attempt at a row: what it needs, whichever job runs it. */
+interface RowRun {
+  name: JobName;
+  importId: string;
+  row: number;
+  known: KnownImport;
+  /** The ledger entry before this attempt. */
+  stored: LedgerEntry;
+  cells: readonly string[];
+  log: () => Logger;
+  /** A batch's row: when the process is closing, it does not start, and goes back with its batch. */
+  deferrable: boolean;
+}
+
+/** How one attempt ended. `entry` is the row's ledger entry as this attempt left it. */
+type Attempt =
+  | { kind: 'outcome'; entry: LedgerEntry; status: RowOutcome['status'] }
+  | { kind: 'error'; error: Error; entry: LedgerEntry; ctx: RowContext }
+  /** Another run settled the row meanwhile. */
+  | { kind: 'taken' }
+  /** The process is closing: the row was not started. */
+  | { kind: 'deferred' };
+
+/** Thrown by markSent when another run settled the row meanwhile: this attempt stops before sending. */
+class RowTakenError extends Error {}
+
+type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred';
+
+/**
+ * The life of a row, from `pending` to settled, whatever runs its jobs:
+ *
+ * - An attempt runs the row's processor (jobs/) in one of `concurrency`
+ *   slots. A processor about to send a create marks the row `sent` first
+ *   (a processor that marks itself first is marked while it waits for its
+ *   slot), so a crash after that reads back instead of creating again; a
+ *   failure that proves the request was not applied puts it back to
+ *   `pending`.
+ * - Settling is once per row (a Lua script refuses a settled row): the
+ *   first run to settle wins, and a run whose `sent` mark is refused stops
+ *   before sending (taken).
+ * - After a failed attempt, `decide` (src/api/decision.ts) says what next: wait for
+ *   the budget without spending an attempt, retry with backoff, or settle
+ *   (failed, read back, needs review).
+ * - A batch runs its rows side by side and settles each that succeeds; a
+ *   row that fails is handed to a job of its own, which owns the row's
+ *   retries from then on (and a batch run again leaves it to that job).
+ *
+ * Ledger writes of rows that finish in the same turn of the event loop go
+ * to Redis in one script call (coalesce.ts).
+ */
+export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
+  const { store, api, budget, logger } = options;
+  const slots = new Slots(options.concurrency);
+  let closing = false;
+  // Import records do not change once enqueued (but for counts, kept elsewhere).
+  const imports = new Map<string, Promise<KnownImport | undefined>>();
+  const importOf = (importId: string): Promise<KnownImport | undefined> => {
+    let known = imports.get(importId);
+    if (!known) {
+      known = store.getImport(importId).then((record) => (record ? { record, plan: planOf(record) } : undefined));
+      imports.set(importId, known);
+      void known.then((k) => k ?? imports.delete(importId));
+    }
+    return known;
+  };
+
+  const writeUnsettled = coalesce<{ row: number; entry: LedgerEntry }, boolean>((importId, rows) => store.updateUnsettledRows(importId, rows));
+  const settleRow = coalesce<{ row: number; entry: LedgerEntry; figures: RunFigures; kind: ImportKind }, boolean>(async (importId, rows) => {
+    const figures: RunFigures = { ...NO_FIGURES };
+    for (const r of rows) addTo(figures, r.figures);
+    const result = await store.settleRows(importId, rows, figures);
+    rows.forEach((r, i) => {
+      if (result.applied[i] && isSettled(r.entry.status)) observeRowSettled(r.kind, r.entry.status);
+    });
+    if (result.complete) await options.onComplete(importId, result.round);
+    return result.applied;
+  });
+
+  /**
+   * A failed attempt that will be retried: with a failure log, one line per
+   * class of failure and interval (a Redis outage fails every row the same
+   * way), and a line per row, without its stack, at debug level only.
+   */
+  function reportAttempt(error: unknown, attempt: number, message: string, log: () => Logger): void {
+    if (!options.failures) {
+      log().info({ err: error, attempt }, message);
+      return;
+    }
+    options.failures.report('row attempt', error);
+    if (logger.isLevelEnabled('debug')) log().debug({ attempt, reason: reasonOf(error) }, message);
+  }
+
+  /** One attempt at a row in one of this process's slots: the processor, with the ledger kept around it. */
+  async function attemptRow(run: RowRun, figures: CallFigures): Promise<Attempt> {
+    const { importId, row, stored, known } = run;
+    let entry: LedgerEntry = { ...stored, attempts: stored.attempts + 1, lastAttemptAt: Date.now() };
+    let sentNow = false;
+    const write = async (next: LedgerEntry): Promise<boolean> => {
+      entry = next;
+      return writeUnsettled(importId, { row, entry });
+    };
+    const job = ROW_JOBS[run.name];
+    // A processor that marks itself `sent` first is marked while it is next but a few in line for a slot,
+    // so its request leaves when the slot frees (markSent then waits for that write to be in Redis).
+    let premarked: Promise<boolean> | undefined;
+    const guard = known.record.options.allowDuplicates ? undefined : options.guard;
+    // (Not while a guard runs first: a row it settles as `exists` must not have looked sent.)
+    const premark =
+      job.marksSentFirst && stored.status === 'pending' && guard === undefined
+        ? () => {
+            premarked = write({ ...entry, status: 'sent' });
+            // A failed write is told by markSent, which awaits it; until then it is not unhandled.
+            premarked.catch(() => undefined);
+          }
+        : undefined;
+    const ctx: RowContext = {
+      importId,
+      row,
+      plan: known.plan,
+      cells: run.cells,
+      options: { expiryFormat: known.record.options.expiryFormat, match: known.record.options.match },
+      api: countedApi(api, figures),
+      budget,
+      previous: stored.status === 'sent' ? 'sent' : 'pending',
+      preexisting: stored.preexisting,
+      markSent: async () => {
+        sentNow = true;
+        // The row is marked sent before the request leaves, so a crash after this line reconciles instead of re-creating.
+        if (!(await (premarked ?? write({ ...entry, status: 'sent' })))) throw new RowTakenError();
+      },
+      recordPreexisting: async (ids) => {
+        await write({ ...entry, preexisting: [...ids] });
+      },
+      guard,
+      finder: options.finder,
+      names: options.names,
+      get log() {
+        return run.log();
+      },
+    };
+    try {
+      const outcome = await slots.run(async () => (closing && run.deferrable ? undefined : job.process(ctx)), premark);
+      if (outcome === undefined) {
+        // Marked early but never sent: back as it was, so its next run does not read back for nothing.
+        if (premarked && (await premarked)) await write(stored);
+        return { kind: 'deferred' };
+      }
+      return { kind: 'outcome', entry: withOutcome(entry, outcome), status: outcome.status };
+    } catch (caught) {
+      if (caught instanceof RowTakenError) return { kind: 'taken' };
+      // The row's own card number, CVC and password leave no trace in what follows: the ledger's
+      // note, the job's failed reason and stack, the logs (src/secrets.ts).
+      const error = withoutSecrets(caught, secretValues(known.plan, run.cells));
+      // This attempt's request cannot have been applied: nothing to reconcile next time.
+      if ((sentNow || premarked) && provenNotApplied(error)) await write({ ...entry, status: 'pending' });
+      return { kind: 'error', error, entry, ctx };
+    }
+  }
+
+  /**
+   * The entry of a row whose last attempt failed and that has no attempt
+   * left (or none worth making), as `decision` says. A read-back runs in a
+   * slot, and its calls count into the attempt's figures.
+   */
+  async function conclude(name: JobName, failure: Extract<Attempt, { kind: 'error' }>, decision: Exclude<Decision, { kind: 'wait-for-budget' | 'retry' }>): Promise<LedgerEntry> {
+    const { entry, ctx } = failure;
+    if (decision.kind === 'settle') return { ...entry, status: decision.status, note: decision.note };
+    const review: LedgerEntry = { ...entry, status: 'needs-review', note: decision.kind === 'needs-review' ? decision.note : mayHaveAppliedNote(decision.reason) };
+    const readBack = ROW_JOBS[name].readBack;
+    if (decision.kind === 'needs-review' || !readBack) return review;
+    const { reason } = decision;
+    return slots.run(async () => {
+      try {
+        const verdict = await readBack({ ...ctx, previous: 'sent' });
+        if (verdict) return withOutcome(entry, verdict);
+        return { ...entry, status: 'failed', note: notFoundNote(reason) };
+      } catch {
+        return review;
+      }
+    });
+  }
+
+  /** A row's decision after a failed attempt: whether its create can be read back is its job's. */
+  const decideFor = (name: JobName, failure: Extract<Attempt, { kind: 'error' }>, attempt: number, maxAttempts: number): Decision =>
+    decide(failure.error, { attempt, maxAttempts, mayHaveApplied: failure.entry.status === 'sent', canReadBack: ROW_JOBS[name].readBack !== undefined, backoff: options.backoff });
+
+  async function runRow(input: RowJobInput, port: RowJobPort): Promise<RowJobResult> {
+    const { importId, row } = input;
+    // A child logger costs a redaction setup: made only when a line is written.
+    let rowLogger: Logger | undefined;
+    const log = (): Logger => (rowLogger ??= logger.child({ importId, row, jobId: input.jobId }));
+    const [known, stored] = await Promise.all([importOf(importId), store.getRow(importId, row)]);
+    if (!known || !stored) throw new RowUnrunnableError(`import ${importId} row ${row} has no record or ledger entry`);
+    const { record, plan } = known;
+
+    if (input.verdict) {
+      // Its batch found the row failed for good: this job settles it and stays, failed, for the dashboard,
+      // its CVC gone (before settling: the settle may complete the import, whose finaliser drops the rest).
+      await port.sealSecrets(row, keptSecrets(input.secrets, plan, options.keyring));
+      const outcome: RowOutcome = { status: input.verdict.status, note: input.verdict.note, candidates: input.verdict.candidates };
+      const settled = withOutcome(stored, outcome);
+      if (!isSettled(stored.status)) await settleRow(importId, { row, entry: settled, figures: NO_FIGURES, kind: record.kind });
+      log().info({ status: outcome.status }, 'row settled without success');
+      return { kind: 'failed', outcome };
+    }
+    if (isSettled(stored.status)) return { kind: 'already', status: stored.status };
+
+    const after = input.after ?? 0;
+    const attempt = after + input.attemptsMade + 1;
+    const maxAttempts = after + input.attempts;
+    if (attempt > 1) observeRetry(record.kind);
+    const figures: CallFigures = noCalls();
+    const runFigures = (): RunFigures => ({ ...figures, retries: attempt > 1 ? 1 : 0 });
+    // Settling adds the figures in its own round trip; a run that does not settle adds them at the end.
+    let figuresAdded = false;
+    try {
+      const cells = openCells(stored.cells, input.secrets, options.keyring);
+      const result = await attemptRow({ name: input.name, importId, row, known, stored, cells, log, deferrable: false }, figures);
+      // (A row job's run is never deferred: only a batch's rows are.)
+      if (result.kind === 'taken' || result.kind === 'deferred') return { kind: 'taken' };
+      if (result.kind === 'outcome') {
+        await settleRow(importId, { row, entry: result.entry, figures: runFigures(), kind: record.kind });
+        figuresAdded = true;
+        if (logger.isLevelEnabled('debug')) log().debug({ status: result.status }, 'row settled');
+        return { kind: 'settled', status: result.status };
+      }
+      const decision = decideFor(input.name, result, attempt, maxAttempts);
+      if (decision.kind === 'wait-for-budget') {
+        // The fleet's budget slows everyone down (and waits out the Retry-After when it must); this row
+        // goes back to wait without spending an attempt, and takes its turn from the budget like any other.
+        await budget.block(decision.retryAfterMs);
+        return { kind: 'rate-limited' };
+      }
+      if (decision.kind === 'retry') {
+        // The attempt counts in the ledger (results.csv's _attempts), whatever the next one does.
+        await writeUnsettled(importId, { row, entry: result.entry });
+        reportAttempt(result.error, attempt, 'row attempt failed; retrying', log);
+        return { kind: 'retry', error: result.error, delayMs: decision.delayMs };
+      }
+      const settled = await conclude(input.name, result, decision);
+      // The job stays (failed, for the dashboard): its CVC goes now that the row has an outcome.
+      // Before settling: the settle may complete the import, whose finaliser drops the rest.
+      await port.sealSecrets(row, keptSecrets(input.secrets, plan, options.keyring));
+      await settleRow(importId, { row, entry: settled, figures: runFigures(), kind: record.kind });
+      figuresAdded = true;
+      log().info({ status: settled.status, reason: settled.note }, 'row settled without success');
+      const outcome = outcomeOf(settled);
+      if (!outcome) throw new Error(`import ${importId} row ${row}: a concluded row is ${settled.status}`);
+      return { kind: 'failed', outcome };
+    } finally {
+      if (!figuresAdded) await store.addFigures(importId, runFigures());
+    }
+  }
+
+  async function runBatch(input: BatchInput, port: BatchPort): Promise<BatchResult> {
+    const { importId } = input;
+    const [known, entries] = await Promise.all([importOf(importId), store.getRows(importId, input.rows)]);
+    if (!known || entries.some((e) => e === undefined)) throw new RowUnrunnableError(`import ${importId} batch ${input.jobId ?? '?'} has no record or ledger entries`);
+    // Figures of attempts that settled nothing here (a 429, a row handed on); settled rows carry their own.
+    const unsettled: RunFigures = { ...NO_FIGURES };
+    // Every row ends before the batch does, even when one fails (a Redis error): the batch runs
+    // again only once none of its rows is still running here.
+    const ended = await Promise.allSettled(input.rows.map(async (row, i) => batchRow(input, port, known, row, entries[i] as LedgerEntry, unsettled)));
+    await store.addFigures(importId, unsettled);
+    const failure = ended.find((e) => e.status === 'rejected');
+    if (failure) throw failure.reason;
+    const result: BatchResult = { settled: 0, handed: 0, skipped: 0, deferred: 0 };
+    for (const e of ended) if (e.status === 'fulfilled') result[e.value]++;
+    return result;
+  }
+
+  /**
+   * One row of a batch. Its sealed cells leave the batch's data once its
+   * outcome is known (awaited before it settles, so a settled import's
+   * batches hold no card data) or once its own job holds them; a row not
+   * started keeps them for the batch's next run.
+   */
+  async function batchRow(input: BatchInput, port: BatchPort, known: KnownImport, row: number, stored: LedgerEntry, unsettled: RunFigures): Promise<BatchRowResult> {
+    const { importId } = input;
+    const { record } = known;
+    const token = input.secrets?.[String(row)];
+    const forget = async (): Promise<void> => (token === undefined ? undefined : port.sealSecrets(row, undefined));
+    const name = stored.job;
+    if (isSettled(stored.status) || name === null) {
+      await forget();
+      return 'skipped';
+    }
+    let rowLogger: Logger | undefined;
+    const log = (): Logger => (rowLogger ??= logger.child({ importId, row, jobId: input.jobId }));
+    const attempts = record.options.attempts;
+    const addRowJob = async (extra: { after?: number; verdict?: RowJobInput['verdict'] }, delayMs = 0): Promise<BatchRowResult> => {
+      const ownAttempts = extra.verdict ? attempts : Math.max(1, attempts - (extra.after ?? 0));
+      await port.handOn({ name, importId, row, ...extra, ...(token === undefined ? {} : { secrets: token }), attempts: ownAttempts, delayMs });
+      await forget();
+      return 'handed';
+    };
+    const handOff = async (entry: LedgerEntry, extra: { after?: number; verdict?: RowJobInput['verdict'] }, delayMs = 0): Promise<BatchRowResult> => {
+      // Marked first: a batch run again leaves the row to its job, and re-adds the job (a no-op when it is there).
+      if (!(await writeUnsettled(importId, { row, entry: { ...entry, handed: true } }))) {
+        await forget();
+        return 'skipped';
+      }
+      return addRowJob(extra, delayMs);
+    };
+    // The row has a job of its own (handed on by an earlier run of this batch whose worker died, or
+    // retried from the dashboard): that job owns it, and its entry. Adding the job again is a no-op
+    // while it is there, and makes sure it is.
+    if (stored.handed) return addRowJob({ after: 1 });
+
+    const cells = openCells(stored.cells, token, options.keyring);
+    let current = stored;
+    for (;;) {
+      const figures: CallFigures = noCalls();
+      const result = await attemptRow({ name, importId, row, known, stored: current, cells, log, deferrable: true }, figures);
+      if (result.kind === 'deferred') {
+        addTo(unsettled, figures);
+        return 'deferred';
+      }
+      if (result.kind === 'taken') {
+        addTo(unsettled, figures);
+        await forget();
+        return 'skipped';
+      }
+      if (result.kind === 'outcome') {
+        await forget();
+        await settleRow(importId, { row, entry: result.entry, figures: { ...figures, retries: 0 }, kind: record.kind });
+        if (logger.isLevelEnabled('debug')) log().debug({ status: result.status }, 'row settled');
+        return 'settled';
+      }
+      // A batch's run of a row is its first attempt.
+      const decision = decideFor(name, result, 1, attempts);
+      if (decision.kind === 'wait-for-budget') {
+        // As in a row job: the budget holds the fleet back, and the row goes again without spending an attempt.
+        addTo(unsettled, figures);
+        await budget.block(decision.retryAfterMs);
+        current = result.entry;
+        continue;
+      }
+      if (decision.kind === 'retry') {
+        addTo(unsettled, figures);
+        reportAttempt(result.error, 1, 'row attempt failed; retrying in a job of its own', log);
+        return handOff(result.entry, { after: 1 }, decision.delayMs);
+      }
+      const settled = await conclude(name, result, decision);
+      if (isSettled(settled.status) && SUCCESS_STATUSES.has(settled.status)) {
+        await forget();
+        await settleRow(importId, { row, entry: settled, figures: { ...figures, retries: 0 }, kind: record.kind });
+        return 'settled';
+      }
+      addTo(unsettled, figures);
+      return handOff(result.entry, {
+        verdict: { status: settled.status === 'needs-review' ? 'needs-review' : 'failed', note: settled.note ?? reasonOf(result.error), candidates: settled.candidates },
+      });
+    }
+  }
+
+  return {
+    runRow,
+    runBatch,
+    stopStarting() {
+      closing = true;
+    },
+  };
+}
+
+function addTo(total: RunFigures, figures: CallFigures & Partial<RunFigures>): void {
+  total.apiCalls += figures.apiCalls;
+  total.searches += figures.searches;
+  total.reads += figures.reads;
+  total.rateLimited += figures.rateLimited;
+  total.retries += figures.retries ?? 0;
+}

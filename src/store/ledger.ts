@@ -1,0 +1,116 @@
+import { z } from 'zod';
+import { JOB_NAMES, ROW_STATUSES, type JobName, type RowOutcome, type RowStatus } from '../outcomes.js';
+
+/**
+ * A row's entry in an import's ledger, as the rest of subsync reads and
+ * writes it. Redis holds it in a compact encoding (one-letter keys, below):
+ * this module alone knows that encoding, and the store encodes and decodes
+ * at its boundary.
+ *
+ * A row's state is `pending` (nothing of it can have reached the service:
+ * never sent, or proven not applied), `sent` (a request may have left, so
+ * the next attempt reads back before sending again), or a settled
+ * RowStatus. The fields of its outcome (customerId, note, ...) are those of
+ * RowOutcome (src/outcomes.ts).
+ */
+export interface LedgerEntry extends Omit<RowOutcome, 'status'> {
+  /** The input row's cells, card data masked. */
+  cells: string[];
+  /** The job that runs the row; null for an invalid row, which never runs. */
+  job: JobName | null;
+  status: RowState;
+  /** Attempts made (requests sent or tried), for results.csv. */
+  attempts: number;
+  /** Epoch ms of the last attempt. */
+  lastAttemptAt?: number;
+  /** Upsert: customers that matched before the first attempt, so a later match is proven new. */
+  preexisting?: readonly string[];
+  /**
+   * Handed from its batch job to a job of its own (a retry, or a failed job
+   * kept for the dashboard): a batch run again leaves the row to that job.
+   */
+  handed?: boolean;
+}
+
+export const UNSETTLED_STATES = ['pending', 'sent'] as const;
+export type RowState = (typeof UNSETTLED_STATES)[number] | RowStatus;
+
+export const isSettled = (state: RowState): state is RowStatus => state !== 'pending' && state !== 'sent';
+
+/** The entry with `outcome` as its status and outcome fields (those it does not name are cleared). */
+export function withOutcome(entry: LedgerEntry, outcome: RowOutcome): LedgerEntry {
+  return {
+    ...entry,
+    status: outcome.status,
+    customerId: outcome.customerId,
+    subscriptionId: outcome.subscriptionId,
+    paymentMethodKey: outcome.paymentMethodKey,
+    note: outcome.note,
+    candidates: outcome.candidates,
+  };
+}
+
+/** The outcome an entry holds; undefined while it is unsettled. */
+export function outcomeOf(entry: LedgerEntry): RowOutcome | undefined {
+  if (!isSettled(entry.status)) return undefined;
+  return {
+    status: entry.status,
+    customerId: entry.customerId,
+    subscriptionId: entry.subscriptionId,
+    paymentMethodKey: entry.paymentMethodKey,
+    note: entry.note,
+    candidates: entry.candidates,
+  };
+}
+
+/**
+ * The encoding in Redis: short keys, since a ledger holds an entry per row
+ * of every import kept. The Lua scripts of importStore.ts read `s`.
+ */
+const StoredEntrySchema = z.object({
+  c: z.array(z.string()),
+  j: z.enum(JOB_NAMES).nullable(),
+  s: z.enum([...UNSETTLED_STATES, ...ROW_STATUSES]),
+  a: z.number().int().min(0),
+  cid: z.string().optional(),
+  sid: z.string().optional(),
+  pmk: z.string().optional(),
+  e: z.string().optional(),
+  t: z.number().optional(),
+  pre: z.array(z.string()).optional(),
+  cand: z.array(z.string()).optional(),
+  h: z.literal(1).optional(),
+});
+
+/** The entry as stored: JSON of its compact form (undefined fields left out). */
+export function encodeEntry(entry: LedgerEntry): string {
+  return JSON.stringify({
+    c: entry.cells,
+    j: entry.job,
+    s: entry.status,
+    a: entry.attempts,
+    cid: entry.customerId,
+    sid: entry.subscriptionId,
+    pmk: entry.paymentMethodKey,
+    e: entry.note,
+    t: entry.lastAttemptAt,
+    pre: entry.preexisting,
+    cand: entry.candidates,
+    h: entry.handed ? 1 : undefined,
+  });
+}
+
+/** An entry read from Redis; throws when the text is not one. */
+export function decodeEntry(text: string): LedgerEntry {
+  const stored = StoredEntrySchema.parse(JSON.parse(text));
+  const entry: LedgerEntry = { cells: stored.c, job: stored.j, status: stored.s, attempts: stored.a };
+  if (stored.cid !== undefined) entry.customerId = stored.cid;
+  if (stored.sid !== undefined) entry.subscriptionId = stored.sid;
+  if (stored.pmk !== undefined) entry.paymentMethodKey = stored.pmk;
+  if (stored.e !== undefined) entry.note = stored.e;
+  if (stored.t !== undefined) entry.lastAttemptAt = stored.t;
+  if (stored.pre !== undefined) entry.preexisting = stored.pre;
+  if (stored.cand !== undefined) entry.candidates = stored.cand;
+  if (stored.h !== undefined) entry.handed = true;
+  return entry;
+}
