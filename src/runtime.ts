@@ -20,7 +20,7 @@ import { createCustomerGuard } from './customers/guard.js';
 import { createCustomerFinder } from './customers/finder.js';
 import { createNameSearch } from './customers/nameSearch.js';
 import { createFailureLog, type FailureLog } from './failureLog.js';
-import { startSweeper } from './import/sweep.js';
+import { startSweeper, sweepImport } from './import/sweep.js';
 
 /**
  * The long-lived things one subsync process holds, assembled from the
@@ -150,7 +150,16 @@ export interface WorkerHandles {
 /** Starts the row worker (and the control worker unless `control` is false) on `runtime`. */
 export function startWorkers(
   runtime: Runtime,
-  options: { apiUrl: string; concurrency: number; control?: boolean; rate?: number; backoff?: BackoffBounds; sweep?: { intervalMs?: number; quietMs?: number } },
+  options: {
+    apiUrl: string;
+    concurrency: number;
+    control?: boolean;
+    rate?: number;
+    backoff?: BackoffBounds;
+    sweep?: { intervalMs?: number; quietMs?: number };
+    /** Wait for sent marks to be durable (WAITAOF, WAIT) before their requests leave; default true (false: the bench's baseline). */
+    durableMarks?: boolean;
+  },
 ): WorkerHandles {
   const budget = createBudget(runtime.redis, runtime.store.keys, { rate: options.rate ?? runtime.config.rate });
   const api = openApi(runtime, options.apiUrl, budget);
@@ -174,9 +183,29 @@ export function startWorkers(
     names,
     finder: createCustomerFinder({ redis: runtime.redis, prefix: runtime.config.queuePrefix, index: runtime.customers, refresh }),
     failures: runtime.failures,
+    markSync: options.durableMarks === false ? undefined : runtime.markSync,
+    rollbackSettled: () => runtime.rollbacks.settled(),
   });
   // Rows no job will run any more (a batch that could not hand them on, jobs lost) are queued again.
   const sweeper = startSweeper({ redis: runtime.redis, store: runtime.store, queues: runtime.queues, logger: runtime.logger, failures: runtime.failures }, options.sweep);
+  // After a rollback, a batch that ran on may have completed without rows whose settles Redis lost: once the
+  // jobs Redis came back with have run again (a lock period or two), the imports it touched are swept.
+  const afterRollback = new Set<NodeJS.Timeout>();
+  runtime.rollbacks.onRollback((rollback) => {
+    for (const periods of [2, 5]) {
+      const timer = setTimeout(() => {
+        afterRollback.delete(timer);
+        void (async () => {
+          for (const id of rollback.imports) {
+            const report = await sweepImport(runtime.store, runtime.queues, id);
+            if (report && report.requeued.length > 0) runtime.logger.warn({ importId: id, requeued: report.requeued.length }, 'after the rollback: rows without a job queued again, reading back first');
+          }
+        })().catch((error: unknown) => runtime.failures.report('sweep', error));
+      }, periods * runtime.config.jobLockMs);
+      timer.unref();
+      afterRollback.add(timer);
+    }
+  });
   const control =
     options.control === false
       ? undefined
@@ -196,6 +225,7 @@ export function startWorkers(
         });
   // Closing a worker lets its active jobs finish; the API client closes after.
   runtime.adopt(async () => {
+    for (const timer of afterRollback) clearTimeout(timer);
     await sweeper.stop();
     await Promise.all([rows.close(), control?.close()]);
   });

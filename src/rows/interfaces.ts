@@ -10,7 +10,13 @@
  *   there is handed on to a job of its own.
  * - row job: a row's own job: its retries, a failure kept for the
  *   dashboard, or a retry asked for by an operator.
- * - taken: another run settled the row meanwhile; this one stops.
+ * - taken: another run settled the row meanwhile, or holds its `sent`
+ *   claim, or this run no longer holds its job (fenced); this one stops.
+ * - claim: the run's identity (its job's lock key and the token it holds
+ *   there): a `sent` mark is a claim of one run, refused to a run that lost
+ *   its lock (src/store/importStore.ts).
+ * - read-back mode: Redis lost acknowledged writes (src/store/rollback.ts);
+ *   every row without an outcome is `sent`, and reads back before any create.
  * - sealed cells: a row's card cells (and password), encrypted, held only in
  *   its job's data until the row has an outcome (src/cards/crypto.ts).
  *
@@ -18,6 +24,7 @@
  * these shapes, and tests drive the protocol with ports of their own.
  */
 import type { JobName, RowOutcome, RowStatus } from '../outcomes.js';
+import type { RunClaim } from '../store/importStore.js';
 
 /** A row that failed for good in its batch: its own job settles it so, without a request. */
 export interface RowVerdict {
@@ -42,6 +49,8 @@ export interface RowJobInput {
   attemptsMade: number;
   /** Runs this job is allowed, the first included. */
   attempts: number;
+  /** This run's claim; without one (a test's own runner) marks are not fenced. */
+  claim?: RunClaim;
 }
 
 /** How a run of a row's own job ended. */
@@ -54,6 +63,8 @@ export type RowJobResult =
   | { kind: 'taken' }
   /** A 429: the fleet's budget is blocked; the row goes again, without spending an attempt. */
   | { kind: 'rate-limited' }
+  /** Its mark was held (a rollback being handled) or found the row sent meanwhile: it goes again, without spending an attempt, and reads back. */
+  | { kind: 'again' }
   /** The attempt failed and the row has attempts left: the next, after `delayMs`. `error` is scrubbed of the row's secrets. */
   | { kind: 'retry'; error: Error; delayMs: number }
   /** The row settled without success (refused, retries ran out, or needs review): its job stays, failed, for the dashboard. */
@@ -67,6 +78,8 @@ export interface BatchInput {
   jobId?: string;
   /** Sealed card cells by row. */
   secrets?: Readonly<Record<string, string>>;
+  /** This run's claim; without one (a test's own runner) marks are not fenced. */
+  claim?: RunClaim;
 }
 
 /** What each row of a batch came to: settled here, handed to a job of its own, skipped (settled or taken elsewhere), or not started (the process is closing). */

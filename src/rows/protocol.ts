@@ -14,7 +14,8 @@ import { SUCCESS_STATUSES, type ImportKind, type JobName, type RowOutcome } from
 import type { ApiBudget } from '../redis/budget.js';
 import type { BackoffBounds } from '../backoff.js';
 import { planOf } from '../store/plan.js';
-import { NO_FIGURES, type ImportRecord, type ImportStore, type RunFigures } from '../store/importStore.js';
+import { NO_FIGURES, type ImportRecord, type ImportStore, type MarkResult, type RunClaim, type RunFigures } from '../store/importStore.js';
+import type { MarkSync } from '../redis/durable.js';
 import { isSettled, outcomeOf, withOutcome, type LedgerEntry } from '../store/ledger.js';
 import { coalesce, Slots } from './coalesce.js';
 import { decide, mayHaveAppliedNote, notFoundNote, provenNotApplied, reasonOf, type Decision } from '../api/decision.js';
@@ -40,6 +41,14 @@ export interface RowProtocolOptions {
   names?: NameSearch;
   /** Repeated failures (a Redis outage) logged once per class and interval, not once per row. */
   failures?: FailureLog;
+  /**
+   * Makes a flush's sent marks durable before their requests leave, where
+   * Redis allows (WAITAOF, WAIT: src/redis/durable.ts); one wait per flush,
+   * group-committed. Default: none.
+   */
+  markSync?: MarkSync;
+  /** Resolves once no rollback is being handled by this process (src/store/rollback.ts): a held mark waits for it. */
+  rollbackSettled?: () => Promise<void>;
   /** Told when a settle completed an import's round: its results are due. */
   onComplete(importId: string, round: number): Promise<void>;
 }
@@ -71,6 +80,8 @@ interface RowRun {
   log: () => Logger;
   /** A batch's row: when the process is closing, it does not start, and goes back with its batch. */
   deferrable: boolean;
+  /** The run's claim (its job's lock and token): marks and writes are fenced by it. */
+  claim: RunClaim | undefined;
 }
 
 /** How one attempt ended. `entry` is the row's ledger entry as this attempt left it. */
@@ -80,10 +91,56 @@ type Attempt =
   /** Another run settled the row meanwhile. */
   | { kind: 'taken' }
   /** The process is closing: the row was not started. */
-  | { kind: 'deferred' };
+  | { kind: 'deferred' }
+  /**
+   * Nothing was sent: the mark was held (a rollback is being handled) or
+   * found the row `sent` by a run this one cannot take over from what it
+   * read; the row is read again, and reads back.
+   */
+  | { kind: 'recheck'; held: boolean };
 
 /** Thrown by markSent when another run settled the row meanwhile: this attempt stops before sending. */
 class RowTakenError extends Error {}
+
+/** Thrown by markSent when the mark was held or claimed (see Attempt's `recheck`): this attempt stops before sending. */
+class RowRecheckError extends Error {
+  constructor(readonly held: boolean) {
+    super(held ? 'mark held while a rollback is handled' : 'row sent by another run');
+  }
+}
+
+/** Rechecks of one row in one run before it is handed to a job of its own (another live run holds it, or the hold lasts). */
+const MAX_RECHECKS = 3;
+/** A held mark waits this long before the row is read again (the hold lasts while a rollback is handled). */
+const HOLD_RECHECK_MS = 250;
+
+/** What a mark refused tells the attempt. */
+function refusal(result: MarkResult): Error | undefined {
+  switch (result) {
+    case 'marked':
+      return undefined;
+    case 'settled':
+    case 'fenced':
+      // Settled by another run, or this run lost its job (another run has it now): nothing is sent.
+      return new RowTakenError();
+    case 'claimed':
+      return new RowRecheckError(false);
+    case 'held':
+      return new RowRecheckError(true);
+  }
+}
+
+/** The items of one coalesced flush, grouped by the claim of the run that wrote them (the scripts take one claim per call). */
+function byClaim<T extends { claim: RunClaim | undefined }>(items: readonly T[]): Array<{ claim: RunClaim | undefined; indexes: number[] }> {
+  const groups = new Map<string, { claim: RunClaim | undefined; indexes: number[] }>();
+  items.forEach((item, i) => {
+    const key = item.claim ? `${item.claim.lockKey}\n${item.claim.token}` : '';
+    let group = groups.get(key);
+    if (!group) groups.set(key, (group = { claim: item.claim, indexes: [] }));
+    group.indexes.push(i);
+  });
+  return [...groups.values()];
+}
 
 type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred';
 
@@ -125,13 +182,55 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     return known;
   };
 
-  const writeUnsettled = coalesce<{ row: number; entry: LedgerEntry }, boolean>((importId, rows) => store.updateUnsettledRows(importId, rows));
-  const settleRow = coalesce<{ row: number; entry: LedgerEntry; figures: RunFigures; kind: ImportKind }, boolean>(async (importId, rows) => {
+  // Unsettled writes of one turn, one script call per run's claim: a run that lost its lock writes nothing.
+  const writeUnsettledRows = coalesce<{ row: number; entry: LedgerEntry; claim: RunClaim | undefined }, boolean>(async (importId, rows) => {
+    const written: boolean[] = new Array<boolean>(rows.length).fill(false);
+    await Promise.all(
+      byClaim(rows).map(async ({ claim, indexes }) => {
+        const results = await store.updateUnsettledRows(importId, indexes.map((i) => rows[i] as (typeof rows)[number]), claim);
+        indexes.forEach((i, j) => (written[i] = results[j] === true));
+      }),
+    );
+    return written;
+  });
+  const writeUnsettled = (importId: string, item: { row: number; entry: LedgerEntry }, claim: RunClaim | undefined): Promise<boolean> => writeUnsettledRows(importId, { ...item, claim });
+  // Sent marks of one turn: one script call per run's claim, then one wait that makes them all durable
+  // (WAITAOF, WAIT) before any of their requests leaves.
+  const markRows = coalesce<{ row: number; entry: LedgerEntry; expect: 'pending' | 'sent'; claim: RunClaim | undefined }, MarkResult>(async (importId, rows) => {
+    const results: MarkResult[] = new Array<MarkResult>(rows.length).fill('settled');
+    await Promise.all(
+      byClaim(rows).map(async ({ claim, indexes }) => {
+        const group = indexes.map((i) => rows[i] as (typeof rows)[number]);
+        // Without a claim (a test's own runner), a plain write: no fence.
+        const marked = claim
+          ? await store.markSent(importId, group, claim)
+          : (await store.updateUnsettledRows(importId, group.map((r) => ({ row: r.row, entry: { ...r.entry, status: 'sent' } })))).map((ok): MarkResult => (ok ? 'marked' : 'settled'));
+        indexes.forEach((i, j) => (results[i] = marked[j] ?? 'settled'));
+      }),
+    );
+    if (options.markSync && results.includes('marked')) {
+      const synced = await options.markSync.sync();
+      if (synced.short) {
+        // The batch goes on: rollback detection stays behind it. Told once per interval.
+        options.failures?.report('durable marks', new Error(`Redis did not confirm the sent marks in time (AOF fsynced: ${synced.aof.asked ? synced.aof.fsynced : 'not asked'}, replicas ${synced.replicas.acknowledged} of ${synced.replicas.asked})`));
+      }
+    }
+    return results;
+  });
+  const settleRow = coalesce<{ row: number; entry: LedgerEntry; figures: RunFigures; kind: ImportKind; claim?: RunClaim }, boolean>(async (importId, rows) => {
     const figures: RunFigures = { ...NO_FIGURES };
     for (const r of rows) addTo(figures, r.figures);
     const result = await store.settleRows(importId, rows, figures);
     rows.forEach((r, i) => {
       if (result.applied[i] && isSettled(r.entry.status)) observeRowSettled(r.kind, r.entry.status);
+      if (result.claimed[i]) {
+        // Another live run holds the row's sent claim: its outcome is the one kept. This run's may have created
+        // something too (it marked the row before its lock was lost, and Redis then lost that mark): said for review.
+        logger.warn(
+          { importId, row: r.row, status: r.entry.status, customerId: r.entry.customerId },
+          "row settled by a run that no longer held it while another run holds the row: the other run's outcome is kept; if both created, the customer here is a duplicate to review",
+        );
+      }
     });
     if (result.complete) await options.onComplete(importId, result.round);
     return result.applied;
@@ -151,6 +250,12 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     if (logger.isLevelEnabled('debug')) log().debug({ attempt, reason: reasonOf(error) }, message);
   }
 
+  /** A held mark: waits for this process's rollback handling, and a moment for another's. */
+  async function holdOver(): Promise<void> {
+    await options.rollbackSettled?.();
+    await new Promise((resolve) => setTimeout(resolve, HOLD_RECHECK_MS));
+  }
+
   /** One attempt at a row in one of this process's slots: the processor, with the ledger kept around it. */
   async function attemptRow(run: RowRun, figures: CallFigures): Promise<Attempt> {
     const { importId, row, stored, known } = run;
@@ -158,18 +263,25 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     let sentNow = false;
     const write = async (next: LedgerEntry): Promise<boolean> => {
       entry = next;
-      return writeUnsettled(importId, { row, entry });
+      return writeUnsettled(importId, { row, entry }, run.claim);
+    };
+    // The mark: a claim of this run, refused when it no longer holds its job, while a rollback is handled,
+    // or when the row is sent by a run it cannot take over from what it read (src/store/importStore.ts).
+    const expect = stored.status === 'sent' ? 'sent' : 'pending';
+    const mark = (): Promise<MarkResult> => {
+      entry = { ...entry, status: 'sent' };
+      return markRows(importId, { row, entry, expect, claim: run.claim });
     };
     const job = ROW_JOBS[run.name];
     // A processor that marks itself `sent` first is marked while it is next but a few in line for a slot,
     // so its request leaves when the slot frees (markSent then waits for that write to be in Redis).
-    let premarked: Promise<boolean> | undefined;
+    let premarked: Promise<MarkResult> | undefined;
     const guard = known.record.options.allowDuplicates ? undefined : options.guard;
     // (Not while a guard runs first: a row it settles as `exists` must not have looked sent.)
     const premark =
       job.marksSentFirst && stored.status === 'pending' && guard === undefined
         ? () => {
-            premarked = write({ ...entry, status: 'sent' });
+            premarked = mark();
             // A failed write is told by markSent, which awaits it; until then it is not unhandled.
             premarked.catch(() => undefined);
           }
@@ -187,7 +299,8 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       markSent: async () => {
         sentNow = true;
         // The row is marked sent before the request leaves, so a crash after this line reconciles instead of re-creating.
-        if (!(await (premarked ?? write({ ...entry, status: 'sent' })))) throw new RowTakenError();
+        const refused = refusal(await (premarked ?? mark()));
+        if (refused) throw refused;
       },
       recordPreexisting: async (ids) => {
         await write({ ...entry, preexisting: [...ids] });
@@ -203,12 +316,13 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       const outcome = await slots.run(async () => (closing && run.deferrable ? undefined : job.process(ctx)), premark);
       if (outcome === undefined) {
         // Marked early but never sent: back as it was, so its next run does not read back for nothing.
-        if (premarked && (await premarked)) await write(stored);
+        if (premarked && (await premarked) === 'marked') await write(stored);
         return { kind: 'deferred' };
       }
       return { kind: 'outcome', entry: withOutcome(entry, outcome), status: outcome.status };
     } catch (caught) {
       if (caught instanceof RowTakenError) return { kind: 'taken' };
+      if (caught instanceof RowRecheckError) return { kind: 'recheck', held: caught.held };
       // The row's own card number, CVC and password leave no trace in what follows: the ledger's
       // note, the job's failed reason and stack, the logs (src/secrets.ts).
       const error = withoutSecrets(caught, secretValues(known.plan, run.cells));
@@ -276,11 +390,16 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     let figuresAdded = false;
     try {
       const cells = openCells(stored.cells, input.secrets, options.keyring);
-      const result = await attemptRow({ name: input.name, importId, row, known, stored, cells, log, deferrable: false }, figures);
+      const result = await attemptRow({ name: input.name, importId, row, known, stored, cells, log, deferrable: false, claim: input.claim }, figures);
       // (A row job's run is never deferred: only a batch's rows are.)
       if (result.kind === 'taken' || result.kind === 'deferred') return { kind: 'taken' };
+      if (result.kind === 'recheck') {
+        // Nothing was sent. The job goes again without spending an attempt; its next run reads the row afresh (sent: it reads back).
+        if (result.held) await holdOver();
+        return { kind: 'again' };
+      }
       if (result.kind === 'outcome') {
-        await settleRow(importId, { row, entry: result.entry, figures: runFigures(), kind: record.kind });
+        await settleRow(importId, { row, entry: result.entry, figures: runFigures(), kind: record.kind, claim: input.claim });
         figuresAdded = true;
         if (logger.isLevelEnabled('debug')) log().debug({ status: result.status }, 'row settled');
         return { kind: 'settled', status: result.status };
@@ -294,7 +413,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       }
       if (decision.kind === 'retry') {
         // The attempt counts in the ledger (results.csv's _attempts), whatever the next one does.
-        await writeUnsettled(importId, { row, entry: result.entry });
+        await writeUnsettled(importId, { row, entry: result.entry }, input.claim);
         reportAttempt(result.error, attempt, 'row attempt failed; retrying', log);
         return { kind: 'retry', error: result.error, delayMs: decision.delayMs };
       }
@@ -302,7 +421,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       // The job stays (failed, for the dashboard): its CVC goes now that the row has an outcome.
       // Before settling: the settle may complete the import, whose finaliser drops the rest.
       await port.sealSecrets(row, keptSecrets(input.secrets, plan, options.keyring));
-      await settleRow(importId, { row, entry: settled, figures: runFigures(), kind: record.kind });
+      await settleRow(importId, { row, entry: settled, figures: runFigures(), kind: record.kind, claim: input.claim });
       figuresAdded = true;
       log().info({ status: settled.status, reason: settled.note }, 'row settled without success');
       const outcome = outcomeOf(settled);
@@ -357,7 +476,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     };
     const handOff = async (entry: LedgerEntry, extra: { after?: number; verdict?: RowJobInput['verdict'] }, delayMs = 0): Promise<BatchRowResult> => {
       // Marked first: a batch run again leaves the row to its job, and re-adds the job (a no-op when it is there).
-      if (!(await writeUnsettled(importId, { row, entry: { ...entry, handed: true } }))) {
+      if (!(await writeUnsettled(importId, { row, entry: { ...entry, handed: true } }, input.claim))) {
         await forget();
         return 'skipped';
       }
@@ -370,9 +489,24 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
 
     const cells = openCells(stored.cells, token, options.keyring);
     let current = stored;
+    let rechecks = 0;
     for (;;) {
       const figures: CallFigures = noCalls();
-      const result = await attemptRow({ name, importId, row, known, stored: current, cells, log, deferrable: true }, figures);
+      const result = await attemptRow({ name, importId, row, known, stored: current, cells, log, deferrable: true, claim: input.claim }, figures);
+      if (result.kind === 'recheck') {
+        // Nothing was sent: the row is read again (sent now, so the next attempt reads back first).
+        addTo(unsettled, figures);
+        if (result.held) await holdOver();
+        const fresh = await store.getRow(importId, row);
+        if (!fresh || isSettled(fresh.status)) {
+          await forget();
+          return 'skipped';
+        }
+        // Another live run keeps the row (or the hold lasts): its own job waits for its turn.
+        if (++rechecks >= MAX_RECHECKS) return handOff(fresh, { after: 1 }, HOLD_RECHECK_MS * 4);
+        current = fresh;
+        continue;
+      }
       if (result.kind === 'deferred') {
         addTo(unsettled, figures);
         return 'deferred';
@@ -384,7 +518,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       }
       if (result.kind === 'outcome') {
         await forget();
-        await settleRow(importId, { row, entry: result.entry, figures: { ...figures, retries: 0 }, kind: record.kind });
+        await settleRow(importId, { row, entry: result.entry, figures: { ...figures, retries: 0 }, kind: record.kind, claim: input.claim });
         if (logger.isLevelEnabled('debug')) log().debug({ status: result.status }, 'row settled');
         return 'settled';
       }
@@ -405,7 +539,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       const settled = await conclude(name, result, decision);
       if (isSettled(settled.status) && SUCCESS_STATUSES.has(settled.status)) {
         await forget();
-        await settleRow(importId, { row, entry: settled, figures: { ...figures, retries: 0 }, kind: record.kind });
+        await settleRow(importId, { row, entry: settled, figures: { ...figures, retries: 0 }, kind: record.kind, claim: input.claim });
         return 'settled';
       }
       addTo(unsettled, figures);

@@ -7,7 +7,8 @@ import { ApiError } from '../api/errors.js';
 import type { CardKeyring } from '../cards/crypto.js';
 import { JOB_LOCK_MS, KEYLESS_RETURN_MS } from '../policy.js';
 import type { JobName } from '../outcomes.js';
-import { isSettled, type ImportStore } from '../store/importStore.js';
+import { isSettled, type ImportStore, type RunClaim } from '../store/importStore.js';
+import type { MarkSync } from '../redis/durable.js';
 import type { CustomerFinder } from '../customers/finder.js';
 import type { NameSearch } from '../customers/nameSearch.js';
 import type { CustomerGuard } from '../customers/guard.js';
@@ -56,6 +57,10 @@ export interface RowWorkerOptions {
   names?: NameSearch;
   /** Repeated failures (a Redis outage) logged once per class and interval, not once per row. */
   failures?: FailureLog;
+  /** Makes sent marks durable before their requests leave, where Redis allows (src/redis/durable.ts). */
+  markSync?: MarkSync;
+  /** Resolves once no rollback is being handled by this process (src/store/rollback.ts). */
+  rollbackSettled?: () => Promise<void>;
 }
 
 /** Ends a worker's name in the fleet (BullMQ's client name) when it cannot open card data. */
@@ -85,12 +90,20 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     names: options.names,
     failures: options.failures,
     onComplete: (importId, round) => enqueueFinalize(queues, importId, round),
+    markSync: options.markSync,
+    rollbackSettled: options.rollbackSettled,
   });
+  /**
+   * A run's claim: the key of its job's lock and the token BullMQ holds there for this run. A run whose
+   * lock has gone to another (its job stalled and was taken over, or Redis lost the fetch) marks nothing.
+   */
+  const claimOf = (job: Job, token: string | undefined): RunClaim | undefined =>
+    token === undefined || job.id === undefined ? undefined : { token, lockKey: `${options.prefix}:${ROWS_QUEUE}:${job.id}:lock` };
   // The protocol's delay for a retry, read by the backoff strategy when BullMQ schedules the next attempt.
   const delays = new WeakMap<Error, number>();
 
   /** A row job: a row's retries (it failed in its batch), a failed row kept for the dashboard, a dashboard retry. */
-  async function processRow(job: Job<RowJobData, unknown, JobName>): Promise<string> {
+  async function processRow(job: Job<RowJobData, unknown, JobName>, token: string | undefined): Promise<string> {
     const data = RowJobDataSchema.parse(job.data);
     const port: RowJobPort = {
       // A failed row's job keeps nothing of its batch (so a retry starts afresh), and its cells without the CVC.
@@ -108,6 +121,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
           verdict: data.verdict,
           attemptsMade: job.attemptsMade,
           attempts: job.opts.attempts ?? 1,
+          claim: claimOf(job, token),
         },
         port,
       ),
@@ -122,6 +136,9 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       case 'rate-limited':
         // Fetching stays on: the budget, not the queue, holds requests back.
         throw Worker.RateLimitError();
+      case 'again':
+        // Nothing was sent (a held or claimed mark): back to wait, no attempt spent.
+        throw Worker.RateLimitError();
       case 'retry':
         delays.set(result.error, result.delayMs);
         throw result.error;
@@ -131,7 +148,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
   }
 
   /** A batch job: its rows side by side, each settled as it succeeds, or handed to a job of its own. */
-  async function processBatch(job: Job<RowBatchData, unknown, typeof BATCH_JOB>): Promise<string> {
+  async function processBatch(job: Job<RowBatchData, unknown, typeof BATCH_JOB>, token: string | undefined): Promise<string> {
     const data = RowBatchDataSchema.parse(job.data);
     const held = heldSecrets(job, data);
     const port: BatchPort = {
@@ -140,7 +157,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
         await queues.rows.add(handOn.name, rowJobDataOf(handOn), { ...rowJobOptions(handOn.importId, handOn.row, handOn.attempts), delay: handOn.delayMs });
       },
     };
-    const result = await unrunnable(() => protocol.runBatch({ importId: data.importId, rows: data.rows, jobId: job.id, secrets: data.secrets }, port));
+    const result = await unrunnable(() => protocol.runBatch({ importId: data.importId, rows: data.rows, jobId: job.id, secrets: data.secrets, claim: claimOf(job, token) }, port));
     // Closing: the batch goes back to wait, without spending an attempt, for the rows it did not start.
     if (result.deferred > 0) throw Worker.RateLimitError();
     return `${result.settled} settled, ${result.handed} handed to row jobs, ${result.skipped} already settled`;
@@ -152,9 +169,9 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
    * is, instead of leaving them without a job. When even that fails (Redis
    * refusing writes), the batch fails and the sweep queues its rows later.
    */
-  async function processBatchOrHandOn(job: Job<RowBatchData, unknown, typeof BATCH_JOB>): Promise<string> {
+  async function processBatchOrHandOn(job: Job<RowBatchData, unknown, typeof BATCH_JOB>, token: string | undefined): Promise<string> {
     try {
-      return await processBatch(job);
+      return await processBatch(job, token);
     } catch (error) {
       const last = error instanceof UnrecoverableError || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
       if (!last || !(error instanceof Error) || error.name === 'RateLimitError' || error.name === 'DelayedError') throw error;
@@ -196,7 +213,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     ROWS_QUEUE,
     async (job, token) => {
       if (await returnCardJob(job, token)) throw new DelayedError();
-      return isRowJob(job) ? processRow(job) : processBatchOrHandOn(job as Job<RowBatchData, unknown, typeof BATCH_JOB>);
+      return isRowJob(job) ? processRow(job, token) : processBatchOrHandOn(job as Job<RowBatchData, unknown, typeof BATCH_JOB>, token);
     },
     {
       // Stored on each job it runs (job.processedBy): which process on which machine ran a row; and
