@@ -201,7 +201,8 @@ export async function lossRedis(kind: LossKind, dir: string): Promise<LossRedis>
     };
   }
   if (kind === 'rdb') {
-    const node = await RedisNode.start(dir, ['--save', '', '--appendonly', 'no', '--dbfilename', 'dump.rdb']);
+    // Snapshots on (what the start check sees), but never on their own during a try: the test takes the one it restores.
+    const node = await RedisNode.start(dir, ['--save', '86400 1000000000', '--appendonly', 'no', '--dbfilename', 'dump.rdb']);
     const admin = node.client();
     return {
       url: node.url,
@@ -302,6 +303,8 @@ export interface LossTryResult {
   waitSaid: string;
   /** Every worker's and the import's output, for what the operator was told. */
   output: string;
+  /** The distinct notes of rows that did not succeed (at most 5). */
+  notes: string[];
   seconds: number;
 }
 
@@ -402,6 +405,8 @@ export async function lossTry(options: LossTryOptions): Promise<LossTryResult> {
     let missingAtService = 0;
     for (let i = 1; i <= rows; i++) if (!held.has(`Kl${i}z${tag}`)) missingAtService++;
     const waitExit = importRun.child.exitCode;
+    const notes = new Set<string>();
+    for await (const { entry } of store.rowsWithStatus(importId, new Set(['failed', 'needs-review']))) if (notes.size < 5 && entry.note) notes.add(entry.note);
     const result: LossTryResult = {
       kind: options.kind,
       file: options.file,
@@ -416,6 +421,7 @@ export async function lossTry(options: LossTryOptions): Promise<LossTryResult> {
       waitExit,
       waitSaid: importRun.out().trim().split('\n').slice(-3).join(' | ').slice(0, 400),
       output: procs.map((p) => p.out()).join('\n'),
+      notes: [...notes],
       seconds: (Date.now() - started) / 1000,
     };
     return result;
@@ -451,7 +457,7 @@ async function main(): Promise<void> {
     const results: LossTryResult[] = [];
     for (let i = 0; i < tries; i++) {
       const r = await lossTry({ ...c, rows, rate, log: (line) => process.stderr.write(`${line}\n`) });
-      process.stderr.write(`  ${name} try ${i + 1}: duplicates ${r.duplicates}, no outcome ${r.noOutcome}, missing at service ${r.missingAtService}, exit ${r.waitExit}, ${r.seconds.toFixed(0)} s; counts ${JSON.stringify(r.counts)}; said: ${r.waitSaid}\n`);
+      process.stderr.write(`  ${name} try ${i + 1}: duplicates ${r.duplicates}, no outcome ${r.noOutcome}, missing at service ${r.missingAtService}, exit ${r.waitExit}, ${r.seconds.toFixed(0)} s; counts ${JSON.stringify(r.counts)}; notes: ${r.notes.join(' / ')}\n`);
       results.push(r);
     }
     const told = results.map((r) => (/lost acknowledged writes|rolled back|lost writes/i.test(r.output) ? 'yes' : 'no')).join(', ');
