@@ -36,6 +36,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
 import { once } from 'node:events';
+import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import os from 'node:os';
@@ -45,7 +46,9 @@ import { Redis } from 'ioredis';
 import { createImportStore } from '../src/store/importStore.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/server.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+// From bench/ (a test imports this file) or from dist/bench/ (node runs it).
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = existsSync(path.join(here, '..', 'package.json')) ? path.resolve(here, '..') : path.resolve(here, '..', '..');
 const bin = path.join(root, 'bin', 'subsync.js');
 
 export type LossKind = 'aof-crash' | 'aof-always-crash' | 'rdb' | 'replica';
@@ -179,10 +182,11 @@ export interface LossRedis {
   close(): Promise<void>;
 }
 
-export async function lossRedis(kind: LossKind, dir: string): Promise<LossRedis> {
+/** `extra`: more redis-server arguments for every node. */
+export async function lossRedis(kind: LossKind, dir: string, extra: string[] = []): Promise<LossRedis> {
   if (kind === 'aof-crash' || kind === 'aof-always-crash') {
     const fsync = kind === 'aof-crash' ? 'everysec' : 'always';
-    const node = await RedisNode.start(dir, ['--save', '', '--appendonly', 'yes', '--appendfsync', fsync, '--auto-aof-rewrite-percentage', '0']);
+    const node = await RedisNode.start(dir, ['--save', '', '--appendonly', 'yes', '--appendfsync', fsync, '--auto-aof-rewrite-percentage', '0', ...extra]);
     let file = '';
     let size = 0;
     return {
@@ -202,7 +206,7 @@ export async function lossRedis(kind: LossKind, dir: string): Promise<LossRedis>
   }
   if (kind === 'rdb') {
     // Snapshots on (what the start check sees), but never on their own during a try: the test takes the one it restores.
-    const node = await RedisNode.start(dir, ['--save', '86400 1000000000', '--appendonly', 'no', '--dbfilename', 'dump.rdb']);
+    const node = await RedisNode.start(dir, ['--save', '86400 1000000000', '--appendonly', 'no', '--dbfilename', 'dump.rdb', ...extra]);
     const admin = node.client();
     return {
       url: node.url,
@@ -219,8 +223,8 @@ export async function lossRedis(kind: LossKind, dir: string): Promise<LossRedis>
       },
     };
   }
-  const primary = await RedisNode.start(path.join(dir, 'primary'), ['--save', '', '--appendonly', 'yes', '--appendfsync', 'always']);
-  const replica = await RedisNode.start(path.join(dir, 'replica'), ['--save', '', '--appendonly', 'yes', '--appendfsync', 'always', '--replicaof', '127.0.0.1', String(primary.port)]);
+  const primary = await RedisNode.start(path.join(dir, 'primary'), ['--save', '', '--appendonly', 'yes', '--appendfsync', 'always', ...extra]);
+  const replica = await RedisNode.start(path.join(dir, 'replica'), ['--save', '', '--appendonly', 'yes', '--appendfsync', 'always', '--replicaof', '127.0.0.1', String(primary.port), ...extra]);
   const replicaAdmin = replica.client();
   // In sync before anything is written.
   for (let i = 0; !/master_link_status:up/.test(await replicaAdmin.info('replication')); i++) {
@@ -305,6 +309,8 @@ export interface LossTryResult {
   output: string;
   /** The distinct notes of rows that did not succeed (at most 5). */
   notes: string[];
+  /** The import was put in read-back mode (what `status` shows). */
+  readBack: boolean;
   seconds: number;
 }
 
@@ -422,6 +428,7 @@ export async function lossTry(options: LossTryOptions): Promise<LossTryResult> {
       waitSaid: importRun.out().trim().split('\n').slice(-3).join(' | ').slice(0, 400),
       output: procs.map((p) => p.out()).join('\n'),
       notes: [...notes],
+      readBack: record?.readBack !== undefined,
       seconds: (Date.now() - started) / 1000,
     };
     return result;

@@ -1,4 +1,5 @@
 import type { Job } from 'bullmq';
+import type { JobName } from '../outcomes.js';
 import { secretColumnIndexes } from '../csv/rows.js';
 import type { ImportRecord, ImportStore, LedgerEntry } from '../store/importStore.js';
 import { planOf } from '../store/plan.js';
@@ -42,10 +43,18 @@ export interface RequeueResult {
  * before sending: a pending row without a job may be one whose settle a
  * Redis that lost writes forgot, after its request left.
  * A dead job of the row's own (failed) is replaced, and the row gets its
- * full attempts. A card row whose sealed cells are gone cannot be sent: it
- * settles `failed`, saying why, so it still has an outcome.
+ * full attempts. A card row whose sealed cells are gone cannot be sent: when
+ * its job can read it back (`canReadBack`), it is queued to read back only
+ * (a sign-up whose settle Redis lost is found and reconciled); otherwise, or
+ * when nothing is found, it settles `failed`, saying why.
  */
-export async function requeueStranded(store: ImportStore, queues: Queues, record: ImportRecord, rows: readonly StrandedRow[]): Promise<RequeueResult> {
+export async function requeueStranded(
+  store: ImportStore,
+  queues: Queues,
+  record: ImportRecord,
+  rows: readonly StrandedRow[],
+  canReadBack: (name: JobName) => boolean = () => false,
+): Promise<RequeueResult> {
   const importId = record.id;
   const cards = holdsCardData(record);
   const result: RequeueResult = { queued: [], withoutCards: [] };
@@ -53,7 +62,10 @@ export async function requeueStranded(store: ImportStore, queues: Queues, record
   for (const { row, entry, secrets } of rows) {
     const name = entry.job;
     if (name === null) continue;
-    if (cards && secrets === undefined) {
+    // Without its card cells a row can still be read back (a sign-up's customer): its job reads back and
+    // settles `failed` only when nothing is found, never sending the masked cells.
+    const readBackOnly = cards && secrets === undefined && canReadBack(name);
+    if (cards && secrets === undefined && !readBackOnly) {
       unsendable.push({ row, entry: { ...entry, status: 'failed', note: CARD_DATA_GONE } });
       continue;
     }
@@ -67,7 +79,7 @@ export async function requeueStranded(store: ImportStore, queues: Queues, record
       result.queued.push(row);
       continue;
     }
-    await queues.rows.add(name, { importId, row, ...(secrets === undefined ? {} : { secrets }) }, rowJobOptions(importId, row, record.options.attempts));
+    await queues.rows.add(name, { importId, row, ...(secrets === undefined ? {} : { secrets }), ...(readBackOnly ? { readBackOnly: true as const } : {}) }, rowJobOptions(importId, row, record.options.attempts));
     result.queued.push(row);
   }
   if (unsendable.length > 0) {

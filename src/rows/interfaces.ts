@@ -51,6 +51,8 @@ export interface RowJobInput {
   attempts: number;
   /** This run's claim; without one (a test's own runner) marks are not fenced. */
   claim?: RunClaim;
+  /** Its card cells were lost with its job: it reads back, and settles failed when nothing is found; it never sends. */
+  readBackOnly?: boolean;
 }
 
 /** How a run of a row's own job ended. */

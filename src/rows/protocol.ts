@@ -22,6 +22,7 @@ import { decide, mayHaveAppliedNote, notFoundNote, provenNotApplied, reasonOf, t
 import { countedApi, noCalls, type CallFigures } from './figures.js';
 import { RowUnrunnableError, type BatchInput, type BatchPort, type BatchResult, type RowJobInput, type RowJobPort, type RowJobResult } from './interfaces.js';
 import { keptSecrets, openCells } from './sealed.js';
+import { CARD_DATA_GONE } from '../queue/requeue.js';
 
 export interface RowProtocolOptions {
   store: ImportStore;
@@ -82,6 +83,8 @@ interface RowRun {
   deferrable: boolean;
   /** The run's claim (its job's lock and token): marks and writes are fenced by it. */
   claim: RunClaim | undefined;
+  /** Its card cells are gone: it may read back, never send (see RowJobInput). */
+  readBackOnly?: boolean;
 }
 
 /** How one attempt ended. `entry` is the row's ledger entry as this attempt left it. */
@@ -108,6 +111,9 @@ class RowRecheckError extends Error {
     super(held ? 'mark held while a rollback is handled' : 'row sent by another run');
   }
 }
+
+/** Thrown by markSent in a read-back-only run: nothing was found, and the row's cells cannot be sent. */
+class CardCellsGoneError extends Error {}
 
 /** Rechecks of one row in one run before it is handed to a job of its own (another live run holds it, or the hold lasts). */
 const MAX_RECHECKS = 3;
@@ -297,6 +303,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       previous: stored.status === 'sent' ? 'sent' : 'pending',
       preexisting: stored.preexisting,
       markSent: async () => {
+        if (run.readBackOnly) throw new CardCellsGoneError();
         sentNow = true;
         // The row is marked sent before the request leaves, so a crash after this line reconciles instead of re-creating.
         const refused = refusal(await (premarked ?? mark()));
@@ -322,6 +329,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       return { kind: 'outcome', entry: withOutcome(entry, outcome), status: outcome.status };
     } catch (caught) {
       if (caught instanceof RowTakenError) return { kind: 'taken' };
+      if (caught instanceof CardCellsGoneError) return { kind: 'outcome', entry: { ...entry, status: 'failed', note: CARD_DATA_GONE }, status: 'failed' };
       if (caught instanceof RowRecheckError) return { kind: 'recheck', held: caught.held };
       // The row's own card number, CVC and password leave no trace in what follows: the ledger's
       // note, the job's failed reason and stack, the logs (src/secrets.ts).
@@ -390,7 +398,11 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     let figuresAdded = false;
     try {
       const cells = openCells(stored.cells, input.secrets, options.keyring);
-      const result = await attemptRow({ name: input.name, importId, row, known, stored, cells, log, deferrable: false, claim: input.claim }, figures);
+      // Without its card cells, only a job that can read back runs; another settles failed, saying why.
+      const result: Attempt =
+        input.readBackOnly && !ROW_JOBS[input.name].readBack
+          ? { kind: 'outcome', entry: { ...stored, status: 'failed', note: CARD_DATA_GONE }, status: 'failed' }
+          : await attemptRow({ name: input.name, importId, row, known, stored, cells, log, deferrable: false, claim: input.claim, readBackOnly: input.readBackOnly }, figures);
       // (A row job's run is never deferred: only a batch's rows are.)
       if (result.kind === 'taken' || result.kind === 'deferred') return { kind: 'taken' };
       if (result.kind === 'recheck') {

@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import { canReadBack } from '../../jobs/index.js';
 import { DelayedError, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { RedisClient } from '../redis/redis.js';
 import type { Logger } from 'pino';
@@ -122,6 +123,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
           attemptsMade: job.attemptsMade,
           attempts: job.opts.attempts ?? 1,
           claim: claimOf(job, token),
+          readBackOnly: data.readBackOnly,
         },
         port,
       ),
@@ -186,7 +188,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
           const secrets = data.secrets?.[String(row)];
           return entry && !isSettled(entry.status) ? [{ row, entry, ...(secrets === undefined ? {} : { secrets }) }] : [];
         });
-        handed = (await requeueStranded(store, queues, record, stranded)).queued.length;
+        handed = (await requeueStranded(store, queues, record, stranded, canReadBack)).queued.length;
       } catch {
         // Left to the sweep, which finds the failed batch and queues its rows.
         throw error;
