@@ -4,7 +4,7 @@ import type { ApiClient } from '../api/client.js';
 import { withoutSecrets } from '../api/errors.js';
 import type { CardKeyring } from '../cards/crypto.js';
 import type { ColumnPlan } from '../csv/columns.js';
-import { secretValues } from '../csv/rows.js';
+import { secretColumnIndexes, secretValues } from '../csv/rows.js';
 import type { CustomerFinder } from '../customers/finder.js';
 import type { CustomerGuard } from '../customers/guard.js';
 import type { NameSearch } from '../customers/nameSearch.js';
@@ -93,6 +93,8 @@ type Attempt =
   | { kind: 'error'; error: Error; entry: LedgerEntry; ctx: RowContext }
   /** Another run settled the row meanwhile. */
   | { kind: 'taken' }
+  /** This run no longer holds its job (another run has it): it stops, and touches nothing of the job's. */
+  | { kind: 'fenced' }
   /** The process is closing: the row was not started. */
   | { kind: 'deferred' }
   /**
@@ -104,6 +106,9 @@ type Attempt =
 
 /** Thrown by markSent when another run settled the row meanwhile: this attempt stops before sending. */
 class RowTakenError extends Error {}
+
+/** Thrown by markSent when this run no longer holds its job's lock: this attempt stops before sending. */
+class RowFencedError extends Error {}
 
 /** Thrown by markSent when the mark was held or claimed (see Attempt's `recheck`): this attempt stops before sending. */
 class RowRecheckError extends Error {
@@ -126,9 +131,10 @@ function refusal(result: MarkResult): Error | undefined {
     case 'marked':
       return undefined;
     case 'settled':
-    case 'fenced':
-      // Settled by another run, or this run lost its job (another run has it now): nothing is sent.
       return new RowTakenError();
+    case 'fenced':
+      // This run lost its job (another run has it now): nothing is sent, and the job's data is the other run's.
+      return new RowFencedError();
     case 'claimed':
       return new RowRecheckError(false);
     case 'held':
@@ -329,6 +335,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       return { kind: 'outcome', entry: withOutcome(entry, outcome), status: outcome.status };
     } catch (caught) {
       if (caught instanceof RowTakenError) return { kind: 'taken' };
+      if (caught instanceof RowFencedError) return { kind: 'fenced' };
       if (caught instanceof CardCellsGoneError) return { kind: 'outcome', entry: { ...entry, status: 'failed', note: CARD_DATA_GONE }, status: 'failed' };
       if (caught instanceof RowRecheckError) return { kind: 'recheck', held: caught.held };
       // The row's own card number, CVC and password leave no trace in what follows: the ledger's
@@ -399,12 +406,13 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     try {
       const cells = openCells(stored.cells, input.secrets, options.keyring);
       // Without its card cells, only a job that can read back runs; another settles failed, saying why.
+      const readBackOnly = input.readBackOnly === true || (input.secrets === undefined && holdsCards(known));
       const result: Attempt =
-        input.readBackOnly && !ROW_JOBS[input.name].readBack
+        readBackOnly && !ROW_JOBS[input.name].readBack
           ? { kind: 'outcome', entry: { ...stored, status: 'failed', note: CARD_DATA_GONE }, status: 'failed' }
-          : await attemptRow({ name: input.name, importId, row, known, stored, cells, log, deferrable: false, claim: input.claim, readBackOnly: input.readBackOnly }, figures);
+          : await attemptRow({ name: input.name, importId, row, known, stored, cells, log, deferrable: false, claim: input.claim, readBackOnly }, figures);
       // (A row job's run is never deferred: only a batch's rows are.)
-      if (result.kind === 'taken' || result.kind === 'deferred') return { kind: 'taken' };
+      if (result.kind === 'taken' || result.kind === 'deferred' || result.kind === 'fenced') return { kind: 'taken' };
       if (result.kind === 'recheck') {
         // Nothing was sent. The job goes again without spending an attempt; its next run reads the row afresh (sent: it reads back).
         if (result.held) await holdOver();
@@ -489,7 +497,9 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     const handOff = async (entry: LedgerEntry, extra: { after?: number; verdict?: RowJobInput['verdict'] }, delayMs = 0): Promise<BatchRowResult> => {
       // Marked first: a batch run again leaves the row to its job, and re-adds the job (a no-op when it is there).
       if (!(await writeUnsettled(importId, { row, entry: { ...entry, handed: true } }, input.claim))) {
-        await forget();
+        // Refused: settled (its cells may go), or this run lost its job or another run holds the row (they stay).
+        const fresh = await store.getRow(importId, row);
+        if (fresh && isSettled(fresh.status)) await forget();
         return 'skipped';
       }
       return addRowJob(extra, delayMs);
@@ -500,11 +510,17 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     if (stored.handed) return addRowJob({ after: 1 });
 
     const cells = openCells(stored.cells, token, options.keyring);
+    // A card row whose sealed cells are gone from its batch (a Redis that lost writes brought the batch back
+    // without them) is never sent with the masked cells: it reads back, and settles failed when nothing is found.
+    const readBackOnly = token === undefined && holdsCards(known);
     let current = stored;
     let rechecks = 0;
     for (;;) {
       const figures: CallFigures = noCalls();
-      const result = await attemptRow({ name, importId, row, known, stored: current, cells, log, deferrable: true, claim: input.claim }, figures);
+      const result: Attempt =
+        readBackOnly && !ROW_JOBS[name].readBack
+          ? { kind: 'outcome', entry: { ...current, status: 'failed', note: CARD_DATA_GONE }, status: 'failed' }
+          : await attemptRow({ name, importId, row, known, stored: current, cells, log, deferrable: true, claim: input.claim, readBackOnly }, figures);
       if (result.kind === 'recheck') {
         // Nothing was sent: the row is read again (sent now, so the next attempt reads back first).
         addTo(unsettled, figures);
@@ -526,6 +542,10 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       if (result.kind === 'taken') {
         addTo(unsettled, figures);
         await forget();
+        return 'skipped';
+      }
+      if (result.kind === 'fenced') {
+        addTo(unsettled, figures);
         return 'skipped';
       }
       if (result.kind === 'outcome') {
@@ -569,6 +589,9 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     },
   };
 }
+
+/** Whether an import's rows carry card cells, sealed in their jobs' data (a row without them cannot be sent). */
+const holdsCards = (known: KnownImport): boolean => secretColumnIndexes(known.plan).length > 0;
 
 function addTo(total: RunFigures, figures: CallFigures & Partial<RunFigures>): void {
   total.apiCalls += figures.apiCalls;
