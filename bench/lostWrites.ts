@@ -456,8 +456,8 @@ async function main(): Promise<void> {
   const tries = Number(process.env.LOSS_TRIES ?? 3);
   const rows = Number(process.env.LOSS_ROWS ?? 3000);
   const rate = Number(process.env.LOSS_RATE ?? 150);
-  console.log(`| case | loss window (ms) | created twice, per try | rows without an outcome, per try | import --wait exit, per try | operator told |`);
-  console.log('|---|---|---|---|---|---|');
+  console.log(`| case | loss window (ms) | created twice, per try | rows without an outcome, per try | people missing at the service, per try | import --wait exit, per try | operator told |`);
+  console.log('|---|---|---|---|---|---|---|');
   for (const name of names) {
     const c = CASES[name];
     if (!c) throw new Error(`unknown case ${name}: ${Object.keys(CASES).join(', ')}`);
@@ -469,7 +469,7 @@ async function main(): Promise<void> {
     }
     const told = results.map((r) => (/lost acknowledged writes|rolled back|lost writes/i.test(r.output) ? 'yes' : 'no')).join(', ');
     console.log(
-      `| ${name} | ${results.map((r) => r.windowMs).join(', ')} | ${results.map((r) => r.duplicates).join(', ')} | ${results.map((r) => r.noOutcome).join(', ')} | ${results.map((r) => String(r.waitExit)).join(', ')} | ${told} |`,
+      `| ${name} | ${results.map((r) => r.windowMs).join(', ')} | ${results.map((r) => r.duplicates).join(', ')} | ${results.map((r) => r.noOutcome).join(', ')} | ${results.map((r) => r.missingAtService).join(', ')} | ${results.map((r) => String(r.waitExit)).join(', ')} | ${told} |`,
     );
   }
 }

@@ -60,7 +60,10 @@ export type Rollback = z.infer<typeof RollbackSchema>;
 /** What the rollback reads of a stored ledger entry (src/store/importStore.ts): every field kept, these read. */
 const StoredStateSchema = z.looseObject({ s: z.string(), j: z.string().nullable(), k: z.string().optional(), l: z.string().optional() });
 
-const MemorySchema = z.object({ high: z.number(), runId: z.string().optional(), replId: z.string().optional(), at: z.number() });
+/** What a data dir remembers: the highest counter seen, of which Redis data set (its continuity marker, src/store/continuity.ts), and Redis's ids then. */
+const InstanceSchema = z.object({ id: z.string() });
+
+const MemorySchema = z.object({ high: z.number(), instance: z.string().optional(), runId: z.string().optional(), replId: z.string().optional(), at: z.number() });
 type Memory = z.infer<typeof MemorySchema>;
 
 /** How long the fleet holds its marks while a rollback is handled, at most (the handler lifts it when done). */
@@ -112,6 +115,8 @@ export interface RollbackWatchOptions {
   timers?: boolean;
   /** What the data dir remembered (openRollbackWatch reads it). */
   remembered?: Memory;
+  /** The id of the continuity marker of the Redis data set this watch is on, kept with what is remembered. */
+  instance?: string;
 }
 
 /** The file of the data dir where a fleet's processes remember the highest counter they saw. */
@@ -153,7 +158,7 @@ export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatc
     const earlier = await readMemory(file);
     // Several processes may share the data dir: the file keeps the highest any of them saw.
     if (earlier && earlier.high > high) return;
-    await writeMemory(file, { high, ...identity, at: Date.now() });
+    await writeMemory(file, { high, ...(options.instance ? { instance: options.instance } : {}), ...identity, at: Date.now() });
   }
 
   /** Puts one import in read-back mode: every row without an outcome becomes `sent` without a claim. Returns how many rows changed. */
@@ -316,7 +321,12 @@ export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatc
  */
 export async function openRollbackWatch(options: RollbackWatchOptions & { redisLost?: boolean }): Promise<{ watch: RollbackWatch; found: Rollback | undefined }> {
   const memory = await readMemory(memoryFile(options.dataDir, options.prefix));
-  const watch = createRollbackWatch({ ...options, ...(memory && !options.redisLost ? { remembered: memory } : {}) });
+  // The data set Redis holds (its continuity marker): what the data dir remembers of another one (REDIS_URL pointed
+  // elsewhere, or Redis wiped: told by the continuity check) says nothing of this one.
+  const marker = await options.redis.get(`${options.prefix}:instance`);
+  const instance = marker === null ? undefined : InstanceSchema.safeParse(JSON.parse(marker)).data?.id;
+  const sameDataSet = memory !== undefined && !options.redisLost && (memory.instance === undefined || memory.instance === instance);
+  const watch = createRollbackWatch({ ...options, ...(instance ? { instance } : {}), ...(sameDataSet ? { remembered: memory } : {}) });
   const found = await watch.check('start');
   return { watch, found };
 }

@@ -93,6 +93,26 @@ describe('rollback detection', () => {
     await second.watch.close();
   });
 
+  it('what the data dir remembers of another Redis data set is no rollback of this one', async () => {
+    const other = `${prefix}-other`;
+    const otherStore = createImportStore(redis, other);
+    await redis.set(`${other}:instance`, JSON.stringify({ id: 'data-set-a', since: 1 }));
+    await redis.set(otherStore.keys.seq, '500');
+    const first = await openRollbackWatch({ redis, store: otherStore, prefix: other, dataDir, logger, timers: false });
+    expect(first.watch.high()).toBe(500);
+    first.watch.saw(501, 500);
+    await first.watch.close();
+    expect(JSON.parse(await readFile(memoryFile(dataDir, other), 'utf8'))).toMatchObject({ high: 501, instance: 'data-set-a' });
+    // REDIS_URL now names another Redis, whose data set is another one, with a lower counter.
+    await redis.set(`${other}:instance`, JSON.stringify({ id: 'data-set-b', since: 2 }));
+    await redis.set(otherStore.keys.seq, '7');
+    const second = await openRollbackWatch({ redis, store: otherStore, prefix: other, dataDir, logger, timers: false });
+    expect(second.found).toBeUndefined();
+    expect(await recentRollbacks(redis, otherStore)).toEqual([]);
+    await second.watch.close();
+    await deleteKeys(other);
+  });
+
   it('a mark answered below what was seen is held and handled at once', async () => {
     const { watch } = await openRollbackWatch({ redis, store, prefix, dataDir, logger, timers: false });
     store.watchSeq(watch);
