@@ -174,6 +174,13 @@ type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred';
  * - A batch runs its rows side by side and settles each that succeeds; a
  *   row that fails is handed to a job of its own, which owns the row's
  *   retries from then on (and a batch run again leaves it to that job).
+ * - A `sent` mark is a claim of the run (its job's lock and token): refused
+ *   when the run lost its job (fenced: it stops, and leaves the job's data
+ *   alone), when another live run holds the row, or when the row became
+ *   `sent` after this run read it (it reads the row again, and reads back);
+ *   held while a rollback of Redis is handled (src/store/rollback.ts). The
+ *   marks of a flush are made durable (WAITAOF, WAIT) before their requests
+ *   leave. A card row without its sealed cells never sends: it reads back.
  *
  * Ledger writes of rows that finish in the same turn of the event loop go
  * to Redis in one script call (coalesce.ts).
