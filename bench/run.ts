@@ -8,7 +8,8 @@
  * the issue's (about 7 minutes on 2 cores), each row naming its size; for a
  * quicker look set BENCH_IMPORT_ROWS, BENCH_PRODUCER_SMALL,
  * BENCH_PRODUCER_LARGE, BENCH_RATE_ROWS, BENCH_EXPORT_CUSTOMERS,
- * BENCH_LATENCY_ROWS, BENCH_DURABLE_ROWS, BENCH_CUSTOMER_BASES (e.g. 10000,100000);
+ * BENCH_LATENCY_ROWS, BENCH_DURABLE_ROWS, BENCH_CUSTOMER_BASES (e.g. 10000,100000), BENCH_HISTORY_ROWS,
+ * BENCH_HISTORY_IMPORTS;
  * BENCH_ONLY=import,latency runs only the steps whose
  * names hold those words. Progress goes to stderr, the table to stdout.
  * `node dist/bench/profileImport.js [ROWS]` profiles a worker during an import.
@@ -18,6 +19,7 @@ import { apiClient } from './apiClient.js';
 import { customersBench } from './customersBench.js';
 import { durableMarks } from './durableMarks.js';
 import { exportBench } from './exportBench.js';
+import { historyBench } from './historyBench.js';
 import { importThroughput, latencyTolerance } from './importThroughput.js';
 import { producer } from './producer.js';
 import { rateAdherence } from './rateAdherence.js';
@@ -37,6 +39,8 @@ const SIZES = {
   latencyRows: size('BENCH_LATENCY_ROWS', 6_400),
   /** Rows of each import of the durable-marks step (BENCH_DURABLE_ROWS). */
   durableRows: size('BENCH_DURABLE_ROWS', 10_000),
+  historyRows: size('BENCH_HISTORY_ROWS', 100_000),
+  historyImports: size('BENCH_HISTORY_IMPORTS', 1_000),
   /** Sizes of the service's customer base for the requests-per-row figures: BENCH_CUSTOMER_BASES=10000,100000. */
   customerBases: (process.env.BENCH_CUSTOMER_BASES?.split(',').map(Number).filter((n) => Number.isSafeInteger(n) && n > 0) ?? []).concat(
     process.env.BENCH_CUSTOMER_BASES ? [] : [10_000, 100_000, 1_000_000],
@@ -68,6 +72,7 @@ await step('export', () => exportBench(SIZES.exportCustomers));
 await step('latency tolerance', () => latencyTolerance(SIZES.latencyRows, 32, 50));
 await step('customers: requests per row on a large base', () => customersBench(SIZES.customerBases));
 await step('durable marks: what the Redis settings cost', () => durableMarks(SIZES.durableRows, 32));
+await step('history and search', () => historyBench(SIZES.historyRows, SIZES.historyImports));
 
 const cpus = os.cpus();
 console.log(`machine: ${cpus.length} × ${cpus[0]?.model ?? 'cpu'}, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, Node ${process.version}, ${os.platform()} ${os.release()}`);

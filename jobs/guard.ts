@@ -1,5 +1,6 @@
 import type { Customer, CustomerInput } from '../src/api/schemas/index.js';
 import type { Person } from '../src/customers/identity.js';
+import { SubsyncError } from '../src/errors.js';
 import type { RowContext, RowOutcome } from './types.js';
 
 /**
@@ -7,10 +8,10 @@ import type { RowContext, RowOutcome } from './types.js';
  * goes back to wait (a transient failure, retried with backoff), and sends
  * nothing meanwhile.
  */
-export class SamePersonRunningError extends Error {
+export class SamePersonRunningError extends SubsyncError {
+  readonly code = 'SAME_PERSON_RUNNING';
   constructor(by: string) {
     super(`row ${rowOf(by)} of import ${importOf(by)} is creating the same person; this row waits for its outcome`);
-    this.name = 'SamePersonRunningError';
   }
 }
 

@@ -15,6 +15,7 @@
  */
 import path from 'node:path';
 import { z } from 'zod';
+import { SubsyncError } from './errors.js';
 import { DEFAULT_CONCURRENCY, HTTP_DEFAULTS, JOB_LOCK_MS } from './policy.js';
 
 /** pino's level names, lowest-volume first; `silent` turns logging off. */
@@ -46,6 +47,16 @@ export interface Config {
   cardKeysPrevious: Array<{ id: string; key: Buffer }>;
   /** SUBSYNC_DASHBOARD_TOKEN: when set, every dashboard route requires it; required when the dashboard listens beyond loopback. */
   dashboardToken?: string;
+  /** SUBSYNC_DASHBOARD_TOKENS: named dashboard tokens, each with its role (viewer, operator, admin). */
+  dashboardTokens: Array<{ name: string; role: 'viewer' | 'operator' | 'admin'; token: string }>;
+  /** SUBSYNC_DASHBOARD_URL: the dashboard's address as people reach it, for links in notifications; unset sends none. */
+  dashboardUrl?: string;
+  /** SUBSYNC_WEBHOOK_URL: where lifecycle events are POSTed (src/notify/); unset sends none. */
+  webhookUrl?: string;
+  /** SUBSYNC_WEBHOOK_SECRET: the HMAC-SHA256 key of the X-Subsync-Signature header. */
+  webhookSecret?: string;
+  /** SUBSYNC_ACTOR: who the audit trail records for commands; default `cli:<os user>`. */
+  actor?: string;
   /** SUBSYNC_DASHBOARD_HOSTS: Host header names the dashboard answers besides localhost names and its own address (lower case, no port). */
   dashboardHosts: string[];
   /** SUBSYNC_INBOX_SETTLE_MS: how long an inbox file must stay unchanged before it is taken. Default {@link DEFAULT_SETTLE_MS}. */
@@ -74,7 +85,7 @@ export interface Config {
 export interface ConfigVariable {
   /** The variable's name. */
   readonly name: string;
-  /** The default as shown to a person, or undefined when unset means "none". */
+  /** The value an absent variable takes, written as in the environment (the one declaration of its default: `--help` and the README show it as is); undefined when unset means "none". */
   readonly default: string | undefined;
   /** What it is for. */
   readonly description: string;
@@ -186,6 +197,42 @@ export const CONFIG_VARIABLES: readonly ConfigVariable[] = [
     secret: true,
   },
   {
+    name: 'SUBSYNC_DASHBOARD_TOKENS',
+    default: undefined,
+    description: 'Named dashboard tokens with roles, name:role:token separated by commas; roles viewer (reads), operator (also retries, edits, cancels, pauses), admin (also schedules and settings). SUBSYNC_DASHBOARD_TOKEN, when set too, is the user admin.',
+    expected:
+      'comma-separated name:role:token entries: name 1-32 of A-Z a-z 0-9 _ . - (unique, and not "admin" when SUBSYNC_DASHBOARD_TOKEN is set), role viewer, operator or admin, token at least 16 characters without commas (each token different)',
+    secret: true,
+  },
+  {
+    name: 'SUBSYNC_DASHBOARD_URL',
+    default: undefined,
+    description: "The dashboard's address as its users reach it, for the links in notifications.",
+    expected: 'an http:// or https:// URL, e.g. https://subsync.internal:8080',
+    secret: false,
+  },
+  {
+    name: 'SUBSYNC_WEBHOOK_URL',
+    default: undefined,
+    description: 'Where import and export events are POSTed as JSON (a Slack incoming webhook works); unset sends none.',
+    expected: 'an http:// or https:// URL, e.g. https://hooks.slack.com/services/…',
+    secret: true,
+  },
+  {
+    name: 'SUBSYNC_WEBHOOK_SECRET',
+    default: undefined,
+    description: 'Key of the X-Subsync-Signature header (HMAC-SHA256 of the body); unset sends no signature.',
+    expected: 'at least 16 characters',
+    secret: true,
+  },
+  {
+    name: 'SUBSYNC_ACTOR',
+    default: undefined,
+    description: 'Who the audit trail records for the commands run in this environment; unset, cli:<the os user>.',
+    expected: '1 to 100 printable characters',
+    secret: false,
+  },
+  {
     name: 'SUBSYNC_DASHBOARD_HOSTS',
     default: undefined,
     description: 'Host names (comma-separated) the dashboard answers to besides localhost names and the address it listens on; any other Host header is refused (DNS rebinding).',
@@ -260,15 +307,13 @@ export interface ConfigProblem {
  * has one line per problem, e.g. `SUBSYNC_RATE="abc": expected a positive
  * number of requests per second`. The CLI exits 78 (EX_CONFIG) on it.
  */
-export class ConfigError extends Error {
-  /** Stable code for branching and logs. */
+export class ConfigError extends SubsyncError {
   readonly code = 'CONFIG_INVALID';
   /** Every bad variable, in the order of {@link CONFIG_VARIABLES}. */
   readonly problems: ConfigProblem[];
 
   constructor(problems: ConfigProblem[]) {
     super(problems.map(formatProblem).join('\n'));
-    this.name = 'ConfigError';
     this.problems = problems;
   }
 }
@@ -304,7 +349,11 @@ const wholeNumber = z
   .transform(Number)
   .pipe(z.number().int().positive().max(Number.MAX_SAFE_INTEGER));
 
-/** Absent (unset or empty) variables are undefined before this schema sees them. */
+/**
+ * The rules of every variable of {@link CONFIG_VARIABLES}, by name. Defaults
+ * are not here: an absent (unset or empty) variable is given its table
+ * default before this schema sees it, and is undefined when it has none.
+ */
 const EnvSchema = z.object({
   SUBSYNC_API_URL: z
     .url({ protocol: /^https?$/ })
@@ -317,25 +366,21 @@ const EnvSchema = z.object({
     .optional(),
   REDIS_URL: z
     .url({ protocol: /^rediss?$/ })
-    .refine((url) => new URL(url).hostname !== '')
-    .default('redis://127.0.0.1:6379'),
+    .refine((url) => new URL(url).hostname !== ''),
   SUBSYNC_REDIS_CLUSTER: z
     .enum(['true', 'false', '1', '0', 'yes', 'no'])
-    .default('false')
     .transform((flag) => flag === 'true' || flag === '1' || flag === 'yes'),
   SUBSYNC_REDIS_ACCEPT_LOSS: z
     .enum(['true', 'false', '1', '0', 'yes', 'no'])
     .default('false')
     .transform((flag) => flag === 'true' || flag === '1' || flag === 'yes'),
   SUBSYNC_RATE: z.coerce.number().positive().finite().optional(),
-  SUBSYNC_CONCURRENCY: wholeNumber.default(DEFAULT_CONCURRENCY),
+  SUBSYNC_CONCURRENCY: wholeNumber,
   SUBSYNC_DATA_DIR: z
     .string()
-    .default('./var')
     .transform((dir) => path.resolve(dir)),
   SUBSYNC_CSV_BOM: z
     .enum(['true', 'false', '1', '0', 'yes', 'no'])
-    .default('true')
     .transform((flag) => flag === 'true' || flag === '1' || flag === 'yes'),
   SUBSYNC_CARD_KEY: z
     .string()
@@ -344,9 +389,36 @@ const EnvSchema = z.object({
     .optional(),
   SUBSYNC_CARD_KEY_ID: z
     .string()
-    .regex(/^[A-Za-z0-9_-]{1,32}$/)
-    .default('k1'),
+    .regex(/^[A-Za-z0-9_-]{1,32}$/),
   SUBSYNC_DASHBOARD_TOKEN: z.string().min(16).optional(),
+  SUBSYNC_DASHBOARD_TOKENS: z
+    .string()
+    .transform((text) => text.split(',').map((entry) => entry.trim()).filter((entry) => entry !== ''))
+    .pipe(
+      z
+        .array(
+          z
+            .string()
+            .regex(/^[A-Za-z0-9_.-]{1,32}:(viewer|operator|admin):[^,\s]{16,}$/)
+            .transform((entry) => {
+              const [name = '', role = '', ...token] = entry.split(':');
+              return { name, role: z.enum(['viewer', 'operator', 'admin']).parse(role), token: token.join(':') };
+            }),
+        )
+        .min(1)
+        .refine((tokens) => new Set(tokens.map((t) => t.name)).size === tokens.length && new Set(tokens.map((t) => t.token)).size === tokens.length),
+    )
+    .optional(),
+  SUBSYNC_DASHBOARD_URL: z
+    .url({ protocol: /^https?$/ })
+    .transform((url) => url.replace(/\/+$/, ''))
+    .optional(),
+  SUBSYNC_WEBHOOK_URL: z.url({ protocol: /^https?$/ }).optional(),
+  SUBSYNC_WEBHOOK_SECRET: z.string().min(16).optional(),
+  SUBSYNC_ACTOR: z
+    .string()
+    .regex(/^[\x20-\x7e\u00a0-\uffff]{1,100}$/)
+    .optional(),
   SUBSYNC_DASHBOARD_HOSTS: z
     .string()
     .transform((text) => text.split(',').map((name) => name.trim().toLowerCase()).filter((name) => name !== ''))
@@ -356,12 +428,11 @@ const EnvSchema = z.object({
     .string()
     .regex(/^\d+$/)
     .transform(Number)
-    .pipe(z.number().int().min(0).max(Number.MAX_SAFE_INTEGER))
-    .default(DEFAULT_SETTLE_MS),
-  SUBSYNC_FAILED_RETENTION_DAYS: wholeNumber.pipe(z.number().max(36_500)).default(DEFAULT_FAILED_RETENTION_DAYS),
-  SUBSYNC_RETENTION_DAYS: wholeNumber.pipe(z.number().max(36_500)).default(DEFAULT_RETENTION_DAYS),
-  SUBSYNC_HTTP_TIMEOUT_MS: wholeNumber.default(HTTP_DEFAULTS.requestTimeoutMs),
-  SUBSYNC_JOB_LOCK_MS: wholeNumber.pipe(z.number().min(2000)).default(JOB_LOCK_MS),
+    .pipe(z.number().int().min(0).max(Number.MAX_SAFE_INTEGER)),
+  SUBSYNC_FAILED_RETENTION_DAYS: wholeNumber.pipe(z.number().max(36_500)),
+  SUBSYNC_RETENTION_DAYS: wholeNumber.pipe(z.number().max(36_500)),
+  SUBSYNC_HTTP_TIMEOUT_MS: wholeNumber,
+  SUBSYNC_JOB_LOCK_MS: wholeNumber.pipe(z.number().min(2000)),
   SUBSYNC_CARD_KEYS_PREVIOUS: z
     .string()
     .regex(/^[A-Za-z0-9_-]{1,32}:[0-9a-fA-F]{64}(,[A-Za-z0-9_-]{1,32}:[0-9a-fA-F]{64})*$/)
@@ -370,13 +441,16 @@ const EnvSchema = z.object({
   SUBSYNC_QUEUE_PREFIX: z
     .string()
     .max(64)
-    .regex(/^(?:\{[A-Za-z0-9_.-]+\})?[A-Za-z0-9_.-]*$/)
-    .default('subsync'),
-  SUBSYNC_LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
+    .regex(/^(?:\{[A-Za-z0-9_.-]+\})?[A-Za-z0-9_.-]*$/),
+  SUBSYNC_LOG_LEVEL: z.enum(LOG_LEVELS),
 }).superRefine((env, ctx) => {
   // The HTTP timeout must stay well under the job lock, so a live job is never taken for a dead one.
   if (env.SUBSYNC_HTTP_TIMEOUT_MS * 2 >= env.SUBSYNC_JOB_LOCK_MS) {
     ctx.addIssue({ code: 'custom', path: ['SUBSYNC_HTTP_TIMEOUT_MS'], message: 'not under half the job lock' });
+  }
+  // The single token is the user admin: a named token cannot take that name.
+  if (env.SUBSYNC_DASHBOARD_TOKEN !== undefined && env.SUBSYNC_DASHBOARD_TOKENS?.some((t) => t.name === 'admin')) {
+    ctx.addIssue({ code: 'custom', path: ['SUBSYNC_DASHBOARD_TOKENS'], message: 'admin is the single token' });
   }
   // On a cluster, the scripts need every key in one slot (a hash-tagged prefix), and there is only database 0.
   if (env.SUBSYNC_REDIS_CLUSTER && (!env.SUBSYNC_QUEUE_PREFIX.startsWith('{') || !/^\/?0?$/.test(new URL(env.REDIS_URL).pathname))) {
@@ -384,17 +458,33 @@ const EnvSchema = z.object({
   }
 });
 
+/** The names of the variables {@link loadConfig}'s schema checks: the same as {@link CONFIG_VARIABLES}'s (a test holds them to it). */
+export const SCHEMA_VARIABLES: readonly string[] = Object.keys(EnvSchema.shape);
+
+/** Options of {@link loadConfig}. */
+export interface LoadConfigOptions {
+  /**
+   * Defaults of this command in place of the table's, by variable name: the
+   * demo is quiet unless asked (`{ SUBSYNC_LOG_LEVEL: 'error' }`).
+   */
+  defaults?: Readonly<Record<string, string>>;
+}
+
 /**
- * Reads and validates every variable of {@link CONFIG_VARIABLES} from `env`.
+ * Reads and validates every variable of {@link CONFIG_VARIABLES} from `env`;
+ * an absent one takes its default from that table (or from `options.defaults`).
  *
  * @param env - the environment; defaults to `process.env`. Tests pass their own.
  * @throws ConfigError listing every bad value at once.
  */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadConfigOptions = {}): Config {
+  for (const name of Object.keys(options.defaults ?? {})) variable(name);
+  const given: Record<string, string | undefined> = {};
   const raw: Record<string, string | undefined> = {};
-  for (const { name } of CONFIG_VARIABLES) {
+  for (const { name, default: fallback } of CONFIG_VARIABLES) {
     const value = env[name];
-    raw[name] = value === '' ? undefined : value;
+    given[name] = value === '' ? undefined : value;
+    raw[name] = given[name] ?? options.defaults?.[name] ?? fallback;
   }
 
   const parsed = EnvSchema.safeParse(raw);
@@ -403,7 +493,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     // One problem per variable, whatever the number of rules it broke, in table order.
     const problems = CONFIG_VARIABLES.filter(({ name }) => bad.has(name)).map((v) => ({
       variable: v.name,
-      value: echo(v, raw[v.name]),
+      value: echo(v, given[v.name]),
       expected: v.expected,
     }));
     throw new ConfigError(problems);
@@ -429,6 +519,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     cardKey: e.SUBSYNC_CARD_KEY,
     cardKeyId: e.SUBSYNC_CARD_KEY_ID,
     dashboardToken: e.SUBSYNC_DASHBOARD_TOKEN,
+    dashboardTokens: e.SUBSYNC_DASHBOARD_TOKENS ?? [],
+    dashboardUrl: e.SUBSYNC_DASHBOARD_URL,
+    webhookUrl: e.SUBSYNC_WEBHOOK_URL,
+    webhookSecret: e.SUBSYNC_WEBHOOK_SECRET,
+    actor: e.SUBSYNC_ACTOR,
     dashboardHosts: e.SUBSYNC_DASHBOARD_HOSTS ?? [],
     inboxSettleMs: e.SUBSYNC_INBOX_SETTLE_MS,
     failedRetentionDays: e.SUBSYNC_FAILED_RETENTION_DAYS,

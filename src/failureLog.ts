@@ -24,7 +24,7 @@ export interface FailureLog {
 /** The class of a failure: a stable code, and one line saying what it is. */
 export function failureClass(error: unknown): { code: string; message: string } {
   if (isRedisOutOfMemory(error)) return { code: REDIS_OOM_CODE, message: redisOutOfMemoryMessage('worker') };
-  if (error instanceof ApiError) return { code: `${error.code}${error.status ? ` ${error.status}` : ''}`, message: scrubCardNumbers(error.message) };
+  if (error instanceof ApiError) return { code: error.codeAndStatus, message: scrubCardNumbers(error.message) };
   if (error instanceof Error) {
     const code = 'code' in error && (typeof error.code === 'string' || typeof error.code === 'number') ? String(error.code) : error.name;
     return { code, message: scrubCardNumbers(error.message) };

@@ -26,7 +26,8 @@ function atDepths(field: string, maxDepth: number): string[] {
 /**
  * Every path pino censors: card fields at depths 0..{@link REDACT_DEPTH}, the
  * API's Authorization header wherever a request's headers are logged, and the
- * secrets of the configuration (apiAuth, cardKey, dashboardToken) should it be
+ * secrets of the configuration (apiAuth, cardKey, dashboardToken, dashboardTokens,
+ * webhookUrl, webhookSecret) should it be
  * logged whole.
  */
 export const REDACT_PATHS: readonly string[] = [
@@ -36,7 +37,7 @@ export const REDACT_PATHS: readonly string[] = [
   'headers.Authorization',
   '*.headers.authorization',
   '*.headers.Authorization',
-  ...['apiAuth', 'cardKey', 'dashboardToken'].flatMap((field) => atDepths(field, 1)),
+  ...['apiAuth', 'cardKey', 'dashboardToken', 'dashboardTokens', 'webhookUrl', 'webhookSecret'].flatMap((field) => atDepths(field, 1)),
 ];
 
 /** What a censored value is replaced with. */

@@ -41,7 +41,7 @@ export const apiLatency = new Histogram({
 /** The API client's `onCall` hook for metrics. */
 export function observeApiCall(call: ApiCall): void {
   apiLatency.observe({ endpoint: call.endpoint, status: call.status === undefined ? 'error' : String(call.status) }, call.durationMs / 1000);
-  if (call.status === 429) apiRateLimited.inc({ endpoint: call.endpoint });
+  if (call.error?.code === 'API_RATE_LIMITED') apiRateLimited.inc({ endpoint: call.endpoint });
 }
 
 export function observeRowSettled(kind: ImportKind, status: RowStatus): void {

@@ -168,3 +168,22 @@ export const EXPORT_DEFAULTS = {
    */
   partitionAlphabet: 'abcdefghijklmnopqrstuvwxyz0123456789',
 } as const;
+
+/**
+ * Delivery of a notification to SUBSYNC_WEBHOOK_URL (src/notify/): 12
+ * attempts in all, the first retry 5 s later and each next one twice as
+ * late (about 2.8 hours of waiting), 10 s for the receiver to answer.
+ */
+export const WEBHOOK_DELIVERY = {
+  attempts: 12,
+  backoffMs: 5_000,
+  timeoutMs: 10_000,
+  /** Besides every 5xx: answers that say "later" (timeout, too early, rate limit). */
+  retryStatuses: [408, 425, 429] as readonly number[],
+};
+
+/** What a webhook's answer means for its delivery: done, worth another attempt, or refused for good (any other 4xx, a redirect). */
+export function webhookAnswer(status: number, retryStatuses: readonly number[] = WEBHOOK_DELIVERY.retryStatuses): 'delivered' | 'retry' | 'refused' {
+  if (status >= 200 && status <= 299) return 'delivered';
+  return isServerErrorStatus(status) || retryStatuses.includes(status) ? 'retry' : 'refused';
+}

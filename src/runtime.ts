@@ -21,6 +21,7 @@ import { createCustomerFinder } from './customers/finder.js';
 import { createNameSearch } from './customers/nameSearch.js';
 import { createFailureLog, type FailureLog } from './failureLog.js';
 import { startSweeper, sweepImport } from './import/sweep.js';
+import { createNotifier, type Notifier } from './notify/notifier.js';
 
 /**
  * The long-lived things one subsync process holds, assembled from the
@@ -40,6 +41,8 @@ export interface Runtime {
   journal: ImportJournal;
   /** Repeated failures (Redis connection errors, rows failing alike) logged once per class and interval. */
   failures: FailureLog;
+  /** Lifecycle notifications to SUBSYNC_WEBHOOK_URL (queued; a no-op without it). */
+  notifier: Notifier;
   /** Set when Redis lost subsync's data since this data dir last saw it: the explanation. */
   redisLoss: string | undefined;
   /** Detects a Redis that came back without its last acknowledged writes (src/store/rollback.ts). */
@@ -101,6 +104,7 @@ export async function openRuntime(config: Config, logger: Logger, options: { sen
     keyring: keyringOf(config),
     journal: importJournal(config.dataDir),
     failures,
+    notifier: createNotifier({ control: queues.control, enabled: config.webhookUrl !== undefined, logger }),
     redisLoss,
     rollbacks,
     markSync: createMarkSync(marksRedis),
@@ -222,6 +226,10 @@ export function startWorkers(
           csvBom: runtime.config.csvBom,
           retentionDays: runtime.config.retentionDays,
           failures: runtime.failures,
+          notifier: runtime.notifier,
+          ...(runtime.config.webhookUrl === undefined
+            ? {}
+            : { webhook: { url: runtime.config.webhookUrl, secret: runtime.config.webhookSecret, dashboardUrl: runtime.config.dashboardUrl } }),
         });
   // Closing a worker lets its active jobs finish; the API client closes after.
   runtime.adopt(async () => {

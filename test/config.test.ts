@@ -1,6 +1,7 @@
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CONFIG_VARIABLES, ConfigError, DEFAULT_FAILED_RETENTION_DAYS, DEFAULT_RETENTION_DAYS, DEFAULT_SETTLE_MS, loadConfig, requireApiUrl } from '../src/config.js';
+import { CONFIG_VARIABLES, ConfigError, DEFAULT_FAILED_RETENTION_DAYS, DEFAULT_RETENTION_DAYS, DEFAULT_SETTLE_MS, SCHEMA_VARIABLES, loadConfig, requireApiUrl } from '../src/config.js';
 import { DEFAULT_CONCURRENCY, HTTP_DEFAULTS, JOB_LOCK_MS } from '../src/policy.js';
 
 const KEY_HEX = 'a1'.repeat(32);
@@ -31,6 +32,11 @@ describe('loadConfig', () => {
       cardKey: undefined,
       cardKeyId: 'k1',
       dashboardToken: undefined,
+      dashboardTokens: [],
+      dashboardUrl: undefined,
+      webhookUrl: undefined,
+      webhookSecret: undefined,
+      actor: undefined,
       dashboardHosts: [],
       inboxSettleMs: DEFAULT_SETTLE_MS,
       failedRetentionDays: DEFAULT_FAILED_RETENTION_DAYS,
@@ -83,6 +89,28 @@ describe('loadConfig', () => {
     expect(config.logLevel).toBe('debug');
   });
 
+  it('reads named dashboard tokens with their roles, the webhook, the dashboard URL and the actor', () => {
+    const config = loadConfig({
+      SUBSYNC_DASHBOARD_TOKENS: 'vera:viewer:0123456789abcdef, otto:operator:with:colons:0123456789',
+      SUBSYNC_WEBHOOK_URL: 'https://hooks.example/services/T0/B0/secretpath',
+      SUBSYNC_WEBHOOK_SECRET: 's'.repeat(16),
+      SUBSYNC_DASHBOARD_URL: 'https://subsync.internal:8080/',
+      SUBSYNC_ACTOR: 'ci:nightly',
+    });
+    expect(config.dashboardTokens).toEqual([
+      { name: 'vera', role: 'viewer', token: '0123456789abcdef' },
+      { name: 'otto', role: 'operator', token: 'with:colons:0123456789' },
+    ]);
+    expect(config).toMatchObject({ webhookUrl: 'https://hooks.example/services/T0/B0/secretpath', dashboardUrl: 'https://subsync.internal:8080', actor: 'ci:nightly' });
+  });
+
+  it('refuses a named token called admin beside SUBSYNC_DASHBOARD_TOKEN (that one is the user admin), never echoing either', () => {
+    const bad = () => loadConfig({ SUBSYNC_DASHBOARD_TOKEN: 't'.repeat(16), SUBSYNC_DASHBOARD_TOKENS: 'admin:viewer:0123456789abcdef' });
+    expect(bad).toThrow(/SUBSYNC_DASHBOARD_TOKENS=\(hidden\)/);
+    expect(bad).not.toThrow(/0123456789abcdef/);
+    expect(loadConfig({ SUBSYNC_DASHBOARD_TOKENS: 'admin:viewer:0123456789abcdef' }).dashboardTokens[0]?.name).toBe('admin');
+  });
+
   it('resolves a relative data dir to an absolute path', () => {
     expect(loadConfig({ SUBSYNC_DATA_DIR: 'data/here' }).dataDir).toBe(path.resolve('data/here'));
   });
@@ -111,6 +139,12 @@ describe('loadConfig', () => {
     ['SUBSYNC_CARD_KEY_ID', 'has space', '1 to 32 characters'],
     ['SUBSYNC_CARD_KEY_ID', 'k'.repeat(33), '1 to 32 characters'],
     ['SUBSYNC_DASHBOARD_TOKEN', 'short', 'at least 16 characters'],
+    ['SUBSYNC_DASHBOARD_TOKENS', 'alice:viewer:short', 'name:role:token'],
+    ['SUBSYNC_DASHBOARD_TOKENS', 'alice:owner:0123456789abcdef', 'name:role:token'],
+    ['SUBSYNC_DASHBOARD_TOKENS', 'alice:viewer:0123456789abcdef,alice:admin:fedcba9876543210', 'unique'],
+    ['SUBSYNC_DASHBOARD_TOKENS', 'alice:viewer:0123456789abcdef,bob:admin:0123456789abcdef', 'each token different'],
+    ['SUBSYNC_WEBHOOK_URL', 'ftp://hooks.example', 'http:// or https:// URL'],
+    ['SUBSYNC_WEBHOOK_SECRET', 'short', 'at least 16 characters'],
     ['SUBSYNC_DASHBOARD_HOSTS', 'evil.example:8080', 'without ports'],
     ['SUBSYNC_DASHBOARD_HOSTS', 'a b', 'without ports'],
     ['SUBSYNC_DASHBOARD_HOSTS', ' , ', 'without ports'],
@@ -226,5 +260,69 @@ describe('requireApiUrl', () => {
     const config = loadConfig({ SUBSYNC_CARD_KEYS_PREVIOUS: `k0:${'ab'.repeat(32)},old-2:${'cd'.repeat(32)}` });
     expect(config.cardKeysPrevious.map((k) => [k.id, k.key.length])).toEqual([['k0', 32], ['old-2', 32]]);
     expect(() => loadConfig({ SUBSYNC_CARD_KEYS_PREVIOUS: 'k0:1234' })).toThrow(/SUBSYNC_CARD_KEYS_PREVIOUS=\(hidden\)/);
+  });
+});
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+
+/** The rows of the README's "## Configuration" table: variable, default, meaning. */
+function readmeConfigurationTable(): Array<{ name: string; default: string }> {
+  const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+  const start = readme.indexOf('\n## Configuration\n');
+  expect(start).toBeGreaterThan(0);
+  const end = readme.indexOf('\n## ', start + 1);
+  const section = readme.slice(start, end === -1 ? undefined : end);
+  return section
+    .split('\n')
+    .filter((line) => line.startsWith('| `'))
+    .map((line) => {
+      const cells = line.split(' | ').map((cell) => cell.replace(/^\|\s*|\s*\|$/g, '').trim());
+      return { name: (cells[0] ?? '').replace(/`/g, ''), default: (cells[1] ?? '').replace(/`/g, '') };
+    });
+}
+
+describe('the variables, declared once', () => {
+  it('are the same in the table and in the schema that checks them', () => {
+    expect([...SCHEMA_VARIABLES].sort()).toEqual(CONFIG_VARIABLES.map((v) => v.name).sort());
+    expect(new Set(CONFIG_VARIABLES.map((v) => v.name)).size).toBe(CONFIG_VARIABLES.length);
+  });
+
+  it("are listed by the README's Configuration table, each once, in the same order, with the same defaults", () => {
+    const table = readmeConfigurationTable();
+    expect(table.map((row) => row.name)).toEqual(CONFIG_VARIABLES.map((v) => v.name));
+    for (const [i, v] of CONFIG_VARIABLES.entries()) {
+      const shown = table[i]?.default;
+      // No default: a dash, or a word saying what unset does ("adaptive"), never a value.
+      if (v.default === undefined) expect(shown, v.name).toMatch(/^(—|[a-z]+)$/);
+      else expect(shown, v.name).toBe(v.default);
+    }
+  });
+
+  it('take the default the table shows when unset', () => {
+    const unset = loadConfig({});
+    for (const v of CONFIG_VARIABLES.filter((x) => x.default !== undefined)) {
+      expect(loadConfig({ [v.name]: v.default }), v.name).toEqual(unset);
+    }
+  });
+
+  it('take a command\'s own default in place of the table\'s, and the environment over both', () => {
+    expect(loadConfig({}, { defaults: { SUBSYNC_LOG_LEVEL: 'error' } }).logLevel).toBe('error');
+    expect(loadConfig({ SUBSYNC_LOG_LEVEL: 'debug' }, { defaults: { SUBSYNC_LOG_LEVEL: 'error' } }).logLevel).toBe('debug');
+    expect(loadConfig({ SUBSYNC_LOG_LEVEL: '' }, { defaults: { SUBSYNC_LOG_LEVEL: 'error' } }).logLevel).toBe('error');
+    expect(() => loadConfig({}, { defaults: { SUBSYNC_LOG_LEVLE: 'error' } })).toThrow(/SUBSYNC_LOG_LEVLE/);
+  });
+
+  it('are read from the environment by src/config.ts alone', () => {
+    const files = ['src', 'jobs'].flatMap((dir) =>
+      readdirSync(path.join(ROOT, dir), { recursive: true, withFileTypes: true })
+        .filter((entry) => entry.isFile() && entry.name.endsWith('.ts'))
+        .map((entry) => path.relative(ROOT, path.join(entry.parentPath, entry.name))),
+    );
+    const readers = files.filter((file) => file !== 'src/config.ts' && /\bprocess\.env\b/.test(readFileSync(path.join(ROOT, file), 'utf8')));
+    expect(readers).toEqual([]);
+    // Every variable the code or the README names is a declared one.
+    const declared = new Set(CONFIG_VARIABLES.map((v) => v.name));
+    const named = new Set([...files.map((file) => readFileSync(path.join(ROOT, file), 'utf8')), readFileSync(path.join(ROOT, 'README.md'), 'utf8')].flatMap((text) => text.match(/\bSUBSYNC_[A-Z][A-Z0-9_]*\b/g) ?? []));
+    expect([...named].filter((name) => !declared.has(name))).toEqual([]);
   });
 });

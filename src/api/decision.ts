@@ -97,6 +97,6 @@ export const notFoundNote = (reason: string): string => `retries ran out: ${reas
 
 /** The reason stored for a row: the API's words when it gave some; never a request body, nor anything card-shaped. */
 export function reasonOf(error: unknown): string {
-  if (error instanceof ApiError) return scrubSecrets(error.apiMessage ? `${error.apiMessage} (${error.code}${error.status ? ` ${error.status}` : ''})` : error.message);
+  if (error instanceof ApiError) return scrubSecrets(error.reason);
   return scrubSecrets(error instanceof Error ? error.message : String(error));
 }

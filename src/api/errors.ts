@@ -6,6 +6,7 @@ import {
   TRANSIENT_STATUSES,
   isServerErrorStatus,
 } from '../policy.js';
+import { SubsyncError, type SubsyncErrorCode } from '../errors.js';
 import { scrubErrorInPlace, scrubberFor, type KnownSecrets } from '../secrets.js';
 
 /** The seven operations of the service's interface, by name. */
@@ -18,16 +19,13 @@ export type Endpoint =
   | 'signUp'
   | 'updatePaymentMethod';
 
-/** Stable codes of the API error family; call sites branch on these or on the classes. */
-export type ApiErrorCode =
-  | 'API_REFUSED'
-  | 'API_NOT_FOUND'
-  | 'API_UNAUTHORIZED'
-  | 'API_RATE_LIMITED'
-  | 'API_SERVER_ERROR'
-  | 'API_TIMEOUT'
-  | 'API_NETWORK'
-  | 'API_BAD_RESPONSE';
+/**
+ * Stable codes of the API error family (declared with every other code in
+ * src/errors.ts); call sites branch on these or on the classes. They are
+ * subsync's classification of an answer: the service itself gives no code,
+ * only a status and a Message (kept as `status` and `apiMessage`).
+ */
+export type ApiErrorCode = Extract<SubsyncErrorCode, `API_${string}`>;
 
 export interface ApiErrorDetails {
   endpoint: Endpoint;
@@ -49,9 +47,9 @@ export interface ApiErrorDetails {
  * The root of every error the API client raises. Classification happens once,
  * in the factories below; nothing else inspects statuses or error codes.
  */
-export abstract class ApiError extends Error {
+export abstract class ApiError extends SubsyncError {
   /** The stable code of the subclass. */
-  abstract readonly code: ApiErrorCode;
+  abstract override readonly code: ApiErrorCode;
   readonly endpoint: Endpoint;
   readonly method: string;
   readonly status: number | undefined;
@@ -62,7 +60,6 @@ export abstract class ApiError extends Error {
 
   constructor(message: string, details: ApiErrorDetails) {
     super(message, details.cause === undefined ? undefined : { cause: details.cause });
-    this.name = new.target.name;
     this.endpoint = details.endpoint;
     this.method = details.method;
     this.status = details.status;
@@ -92,6 +89,21 @@ export abstract class ApiError extends Error {
     });
     if (this.stack !== undefined) copy.stack = scrub(this.stack);
     return copy;
+  }
+
+  /** The code and, when an answer came, its status: `API_REFUSED 422`, `API_TIMEOUT`. The class of the failure in logs. */
+  get codeAndStatus(): string {
+    return this.status === undefined ? this.code : `${this.code} ${this.status}`;
+  }
+
+  /**
+   * What a failed row's reason and an export's failure say: the service's
+   * words with the code and status, `EmailAddress is invalid (API_REFUSED
+   * 422)`, or the message when the service gave no words. The code stays in
+   * the words so that `subsync errors` tells causes apart by it.
+   */
+  get reason(): string {
+    return this.apiMessage ? `${this.apiMessage} (${this.codeAndStatus})` : this.message;
   }
 
   /** Data for logs and ledgers: never a request body. */

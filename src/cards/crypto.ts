@@ -20,6 +20,7 @@
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { z } from 'zod';
+import { SubsyncError } from '../errors.js';
 
 /** The key for one id: 32 bytes (AES-256). */
 export interface CardKey {
@@ -49,14 +50,13 @@ export type CardKeyErrorCode =
   /** What was given to seal, or what an authentic token holds, is not a record of strings. */
   | 'CARD_DATA_INVALID';
 
-export class CardKeyError extends Error {
+export class CardKeyError extends SubsyncError {
   readonly code: CardKeyErrorCode;
   /** The key id concerned, when there is one. Ids are not secret. */
   readonly keyId: string | undefined;
 
   constructor(code: CardKeyErrorCode, message: string, keyId?: string) {
     super(message);
-    this.name = 'CardKeyError';
     this.code = code;
     this.keyId = keyId;
   }

@@ -28,7 +28,7 @@ export function register(program: Command): void {
 export async function startDashboardFor(runtime: Runtime, flags: DashboardFlags): Promise<{ url: string; token: string | undefined }> {
   const token = runtime.config.dashboardToken;
   // Anyone who reaches it could read customer data and retry rows: refused, not warned about.
-  requireTokenOffLoopback(flags.host, token);
+  requireTokenOffLoopback(flags.host, token, runtime.config.dashboardTokens);
   // Loaded on use, so other commands do not load the web stack.
   const { startDashboard } = await import('../dashboard/server.js');
   const dashboard = await startDashboard({ runtime, host: flags.host, port: flags.port, token, hosts: runtime.config.dashboardHosts });
@@ -44,5 +44,5 @@ export async function runDashboard(flags: DashboardFlags): Promise<void> {
     process.stdout.write(`dashboard: ${url}${token ? ' (token required)' : ''}\nSIGTERM or Ctrl-C stops it\n`);
     const received = await signal;
     runtime.logger.info({ signal: received }, 'dashboard stopping');
-  }, {}, (config) => requireTokenOffLoopback(flags.host, config.dashboardToken));
+  }, {}, (config) => requireTokenOffLoopback(flags.host, config.dashboardToken, config.dashboardTokens));
 }

@@ -22,10 +22,10 @@ import { enqueueExport } from '../export/job.js';
  * and where the results are, then an export of every customer. Needs only Redis. Its queue keys live under a
  * prefix of their own and are removed at the end; the results files stay.
  */
-export async function runDemo(print: (line: string) => void = console.log, env: NodeJS.ProcessEnv = process.env): Promise<ImportStatus[]> {
-  const base = loadConfig(env);
-  // Quiet unless asked: the table is the demo's output.
-  const logger = createLogger({ level: env.SUBSYNC_LOG_LEVEL ? base.logLevel : 'error', destination: process.stderr });
+export async function runDemo(print: (line: string) => void = console.log, env?: NodeJS.ProcessEnv): Promise<ImportStatus[]> {
+  // Quiet unless SUBSYNC_LOG_LEVEL asks otherwise: the table is the demo's output.
+  const base = loadConfig(env, { defaults: { SUBSYNC_LOG_LEVEL: 'error' } });
+  const logger = createLogger({ level: base.logLevel, destination: process.stderr });
   const sandbox = await startSandbox({ port: 0 });
   const prefix = `subsync-demo-${randomUUID().slice(0, 8)}`;
   // The demo's card data is sealed with a key of its own unless one is configured.

@@ -1,25 +1,20 @@
 /**
- * Exit codes, mapped from error classes in this one place.
+ * Exit codes, mapped from error codes (src/errors.ts) in this one place.
  * Commands throw; they never call `process.exit` with a number of their own.
  */
 import { statSync } from 'node:fs';
 import path from 'node:path';
 import { CommanderError } from 'commander';
-import { ConfigError } from '../config.js';
-import { ColumnMapError, CsvFormatError, FileRejectedError } from '../csv/errors.js';
-import { DashboardNeedsTokenError } from '../dashboard/auth.js';
-import { ExportFailedError, ExportIncompleteError } from '../export/errors.js';
-import { RetryError } from '../import/retry.js';
-import { ImportNotFoundError } from '../import/status.js';
-import { RedisCheckError, isRedisOutOfMemory, redisOutOfMemoryMessage } from '../redis/redis.js';
+import { SubsyncError, type SubsyncErrorCode } from '../errors.js';
+import { isRedisOutOfMemory, redisOutOfMemoryMessage } from '../redis/redis.js';
 
 /** `import --wait` settled, and some rows did not succeed: exit 3. */
-export class RowsDidNotSucceedError extends Error {
+export class RowsDidNotSucceedError extends SubsyncError {
   readonly code = 'ROWS_DID_NOT_SUCCEED';
 }
 
 /** `import --wait`: rows remain and nothing will run them (no worker, or none with the card key): exit 75. */
-export class ImportStalledError extends Error {
+export class ImportStalledError extends SubsyncError {
   readonly code = 'IMPORT_STALLED';
 }
 
@@ -45,6 +40,67 @@ export const EXIT_CODES = {
   config: 78,
 } as const;
 
+/** An exit code's name in {@link EXIT_CODES}, or `unexpected`: exit 1 with the error's stack. */
+export type ExitOfError = Exclude<keyof typeof EXIT_CODES, 'ok'> | 'unexpected';
+
+/**
+ * What a command that lets a subsync error out exits with, by the error's
+ * code: one of {@link EXIT_CODES}, with the message as one line; or
+ * `unexpected` (exit 1 with the stack) for an error no command is meant to
+ * let out, which is a bug or a failure nothing classified. Every code has its
+ * entry: a new code does not typecheck until it is given one.
+ */
+export const EXIT_OF_CODE: Readonly<Record<SubsyncErrorCode, ExitOfError>> = {
+  // A command that talks to the service (export, customer-index) lets these out only when its own retries gave up.
+  API_REFUSED: 'unexpected',
+  API_NOT_FOUND: 'unexpected',
+  API_UNAUTHORIZED: 'unexpected',
+  API_RATE_LIMITED: 'unexpected',
+  API_SERVER_ERROR: 'unexpected',
+  API_TIMEOUT: 'unexpected',
+  API_NETWORK: 'unexpected',
+  API_BAD_RESPONSE: 'unexpected',
+  CONFIG_INVALID: 'config',
+  DASHBOARD_NEEDS_TOKEN: 'config',
+  REDIS_UNREACHABLE: 'unavailable',
+  REDIS_EVICTION: 'unavailable',
+  REDIS_OOM: 'unavailable',
+  REDIS_PERSISTS_NOTHING: 'unavailable',
+  // The keyring is built from a configuration already checked; these are found by workers, row by row.
+  CARD_KEY_INVALID: 'unexpected',
+  CARD_KEY_UNKNOWN: 'unexpected',
+  CARD_DATA_TAMPERED: 'unexpected',
+  CARD_DATA_INVALID: 'unexpected',
+  FILE_REJECTED: 'rejectedFile',
+  CSV_FORMAT: 'rejectedFile',
+  COLUMN_MAP: 'rejectedFile',
+  // The inbox handles it: the file goes to failed/.
+  FILE_CHANGED: 'unexpected',
+  IMPORT_NOT_FOUND: 'notFound',
+  ROWS_DID_NOT_SUCCEED: 'rowsFailed',
+  IMPORT_STALLED: 'stalled',
+  RETRY_REFUSED: 'usage',
+  // The dashboard's edit form shows it.
+  EDIT_REFUSED: 'unexpected',
+  // A row's transient failure: its job retries it.
+  SAME_PERSON_RUNNING: 'unexpected',
+  // Inside a worker's run of a row.
+  ROW_TAKEN: 'unexpected',
+  ROW_FENCED: 'unexpected',
+  ROW_MARK_HELD: 'unexpected',
+  ROW_CARD_CELLS_GONE: 'unexpected',
+  ROW_UNRUNNABLE: 'unexpected',
+  EXPORT_FAILED: 'failure',
+  EXPORT_INCOMPLETE: 'rowsFailed',
+  EXPORT_SPOOL_CORRUPT: 'unexpected',
+  // The listing falls back to partitions.
+  EXPORT_EMPTY_SEARCH_REFUSED: 'unexpected',
+  SCHEDULE_INVALID: 'usage',
+  // Inside a worker's delivery of a notification: its job retries.
+  WEBHOOK_UNANSWERED: 'unexpected',
+  WEBHOOK_REFUSED: 'unexpected',
+};
+
 /** What the CLI does with an error: the code to exit with, and what to print on stderr (if anything). */
 export interface ExitReport {
   code: number;
@@ -61,23 +117,25 @@ export function exitReportFor(err: unknown, argv: readonly string[] = process.ar
   if (err instanceof CommanderError) return { code: err.exitCode === 0 ? EXIT_CODES.ok : EXIT_CODES.usage };
   const unreadable = unreadableFileArgument(err, argv);
   if (unreadable !== undefined) return { code: EXIT_CODES.rejectedFile, message: `subsync: ${unreadable}` };
-  if (err instanceof FileRejectedError || err instanceof CsvFormatError || err instanceof ColumnMapError) {
-    return { code: EXIT_CODES.rejectedFile, message: `subsync: ${err.message}` };
-  }
-  if (err instanceof RowsDidNotSucceedError) return { code: EXIT_CODES.rowsFailed, message: `subsync: ${err.message}` };
-  if (err instanceof ExportIncompleteError) return { code: EXIT_CODES.rowsFailed, message: `subsync: ${err.message}` };
-  if (err instanceof ExportFailedError) return { code: EXIT_CODES.failure, message: `subsync: ${err.message}` };
-  if (err instanceof RedisCheckError) return { code: EXIT_CODES.unavailable, message: `subsync: ${err.message}` };
-  if (isRedisOutOfMemory(err)) return { code: EXIT_CODES.unavailable, message: `subsync: ${redisOutOfMemoryMessage('command')}` };
-  if (err instanceof ImportNotFoundError) return { code: EXIT_CODES.notFound, message: `subsync: ${err.message}` };
-  if (err instanceof ImportStalledError) return { code: EXIT_CODES.stalled, message: `subsync: ${err.message}` };
-  if (err instanceof RetryError) return { code: EXIT_CODES.usage, message: `subsync: ${err.message}` };
-  if (err instanceof DashboardNeedsTokenError) return { code: EXIT_CODES.config, message: `subsync: ${err.message}` };
-  if (err instanceof ConfigError) {
-    return { code: EXIT_CODES.config, message: `subsync: invalid configuration (see subsync --help):\n${indent(err.message)}` };
-  }
+  const code = errorCodeOf(err);
+  const exit = code === undefined ? 'unexpected' : EXIT_OF_CODE[code];
+  if (code !== undefined && exit !== 'unexpected') return { code: EXIT_CODES[exit], message: `subsync: ${shown(code, err)}` };
   const text = err instanceof Error ? (err.stack ?? `${err.name}: ${err.message}`) : String(err);
   return { code: EXIT_CODES.failure, message: `subsync: ${text}` };
+}
+
+/** The code of a subsync error, or of Redis refusing a write for want of memory (an ioredis reply). */
+export function errorCodeOf(err: unknown): SubsyncErrorCode | undefined {
+  if (err instanceof SubsyncError) return err.code;
+  if (isRedisOutOfMemory(err)) return 'REDIS_OOM';
+  return undefined;
+}
+
+/** What the operator reads of an expected error: its message (one line); the configuration's problems one per line under a heading. */
+function shown(code: SubsyncErrorCode, err: unknown): string {
+  if (code === 'REDIS_OOM') return redisOutOfMemoryMessage('command');
+  const message = err instanceof Error ? err.message : String(err);
+  return code === 'CONFIG_INVALID' ? `invalid configuration (see subsync --help):\n${indent(message)}` : message;
 }
 
 /** Commands whose operands are files to read: `import FILE`. */

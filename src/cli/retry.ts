@@ -1,5 +1,7 @@
 /** `subsync retry IMPORT_ID [--row N | --group CODE [--dry-run]] [--json]`: runs failed and needs-review rows again, and stuck ones (pending or sent, no job). */
 import { InvalidArgumentError, type Command } from 'commander';
+import { cliActor } from '../audit/actor.js';
+import { AUDIT_ACTIONS, recordAudit } from '../audit/trail.js';
 import { RetryError, retryGroup, retryRows, type GroupRetryResult } from '../import/retry.js';
 import { withRuntime } from './context.js';
 
@@ -32,11 +34,26 @@ export function register(program: Command): void {
         if (flags.dryRun && flags.group === undefined) throw new RetryError('--dry-run goes with --group');
         if (flags.group !== undefined) {
           const result = await retryGroup(runtime.store, runtime.queues, importId, flags.group, { dryRun: flags.dryRun === true });
+          // A dry run changes nothing: only what was sent is recorded.
+          if (!result.dryRun) {
+            await recordAudit(runtime.redis, runtime.config, {
+              actor: cliActor(runtime.config),
+              action: AUDIT_ACTIONS.retryGroup,
+              target: importId,
+              details: { group: result.group, retried: result.retried, skipped: result.skipped.map((s) => s.row) },
+            });
+          }
           if (flags.json) process.stdout.write(`${JSON.stringify(result)}\n`);
           else printGroup(result);
           return;
         }
         const result = await retryRows(runtime.store, runtime.queues, importId, flags.row);
+        await recordAudit(runtime.redis, runtime.config, {
+          actor: cliActor(runtime.config),
+          action: AUDIT_ACTIONS.retry,
+          target: importId,
+          details: { scope: flags.row === undefined ? 'all' : 'row', retried: result.retried, skipped: result.skipped.map((s) => s.row) },
+        });
         if (flags.json) {
           process.stdout.write(`${JSON.stringify({ importId, ...result })}\n`);
           return;

@@ -5,6 +5,8 @@
  */
 import { InvalidArgumentError, type Command } from 'commander';
 import { EXPORT_SCHEDULER_ID, ScheduleError, checkSchedule, listSchedules, removeSchedule, scheduleExport, type ExportSchedule } from '../export/schedule.js';
+import { cliActor } from '../audit/actor.js';
+import { AUDIT_ACTIONS, recordAudit } from '../audit/trail.js';
 import { withRuntime } from './context.js';
 import { exportOptions, requestOf, type ExportFlags } from './export.js';
 import { parseNonEmpty } from './options.js';
@@ -42,6 +44,12 @@ export function register(program: Command): void {
     .action((flags: ScheduleExportFlags) =>
       withRuntime(async (runtime) => {
         const saved = await scheduleExport(runtime.queues.control, { pattern: flags.cron, tz: flags.tz, request: requestOf(flags) });
+        await recordAudit(runtime.redis, runtime.config, {
+          actor: cliActor(runtime.config),
+          action: AUDIT_ACTIONS.scheduleSet,
+          target: saved.id,
+          details: { pattern: saved.pattern, tz: saved.tz, ...saved.request },
+        });
         printSchedules([saved], flags.json, 'scheduled');
       }),
     );
@@ -64,6 +72,7 @@ export function register(program: Command): void {
     .action(() =>
       withRuntime(async (runtime) => {
         const removed = await removeSchedule(runtime.queues.control, EXPORT_SCHEDULER_ID);
+        if (removed) await recordAudit(runtime.redis, runtime.config, { actor: cliActor(runtime.config), action: AUDIT_ACTIONS.scheduleRemove, target: EXPORT_SCHEDULER_ID });
         process.stdout.write(removed ? `removed schedule ${EXPORT_SCHEDULER_ID}\n` : 'no export schedule to remove\n');
       }),
     );

@@ -12,10 +12,12 @@
  *   operator's mapping is at fault, not the file being imported.
  */
 
+import { SubsyncError } from '../errors.js';
+
 export type CsvErrorCode = 'FILE_REJECTED' | 'CSV_FORMAT' | 'COLUMN_MAP';
 
 /** The whole file is refused before anything is enqueued; `problems` lists every reason at once. */
-export class FileRejectedError extends Error {
+export class FileRejectedError extends SubsyncError {
   readonly code = 'FILE_REJECTED';
   readonly file: string;
   /** One sentence per problem, e.g. `unknown column "EmailAdress" (did you mean "EmailAddress"?)`. */
@@ -23,14 +25,13 @@ export class FileRejectedError extends Error {
 
   constructor(file: string, problems: string[]) {
     super(`${file}: rejected: ${problems.join('; ')}`);
-    this.name = 'FileRejectedError';
     this.file = file;
     this.problems = problems;
   }
 }
 
 /** The file is not readable CSV from `line` on (1-based line where the failing record starts). */
-export class CsvFormatError extends Error {
+export class CsvFormatError extends SubsyncError {
   readonly code = 'CSV_FORMAT';
   readonly file: string;
   readonly line: number;
@@ -39,7 +40,6 @@ export class CsvFormatError extends Error {
 
   constructor(file: string, line: number, reason: string, options?: { cause?: unknown }) {
     super(`${file}:${line}: not readable as CSV: ${reason}`, options);
-    this.name = 'CsvFormatError';
     this.file = file;
     this.line = line;
     this.reason = reason;
@@ -47,7 +47,7 @@ export class CsvFormatError extends Error {
 }
 
 /** The `--map FILE` JSON could not be read or is not `{"Their Column": "Path" | null}`. */
-export class ColumnMapError extends Error {
+export class ColumnMapError extends SubsyncError {
   readonly code = 'COLUMN_MAP';
   /** The map file. */
   readonly file: string;
@@ -55,7 +55,6 @@ export class ColumnMapError extends Error {
 
   constructor(file: string, problems: string[], options?: { cause?: unknown }) {
     super(`${file}: invalid column map: ${problems.join('; ')}`, options);
-    this.name = 'ColumnMapError';
     this.file = file;
     this.problems = problems;
   }

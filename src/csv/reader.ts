@@ -406,6 +406,7 @@ function parseErrorReason(err: CsvError, line: number, headers: readonly string[
     case 'INVALID_OPENING_QUOTE':
       return `${at}: a quote (") inside a cell that does not start with one; likely cause: a quote typed inside an unquoted cell (quote the whole cell and double the quote inside it, or remove it)`;
     case 'CSV_INVALID_CLOSING_QUOTE': {
+      // csv-parse tells the character it found only in its message (no field holds it): read there, once the code chose this case.
       const found = /got "([\s\S])"/.exec(err.message)?.[1];
       const what = found === undefined ? 'another character' : kindOfCharacter(found);
       const cause =

@@ -62,6 +62,11 @@ header { display: flex; justify-content: space-between; align-items: center; pad
 header a { color: #cfe3ff; margin-left: 1rem; text-decoration: none; }
 header a:hover { text-decoration: underline; }
 header form.logout { margin: 0; }
+ul.details { margin: 0; padding-left: 1.1rem; }
+details.schedule-form { margin: .8rem 0; }
+details.schedule-form form { margin-top: .6rem; }
+details.schedule-form label { display: inline-block; margin: 0 1.2rem .6rem 0; }
+header .who { margin-left: auto; margin-right: 1rem; color: #cfe3ff; font-size: .9em; }
 main { padding: 1rem 1.2rem 3rem; max-width: 1400px; }
 h1 { font-size: 1.4rem; margin: .4rem 0 1rem; }
 h2 { font-size: 1.1rem; margin: 1.6rem 0 .6rem; }
@@ -99,4 +104,21 @@ fieldset { border: 1px solid var(--line); margin: 1rem 0; }
 ul.errors { color: var(--bad); }
 form.login { background: #fff; border: 1px solid var(--line); padding: 1rem; max-width: 26rem; }
 form.login input { width: 100%; padding: .35rem; margin: .4rem 0 .8rem; font: inherit; }
+header nav { flex: 1; }
+form.header-search { margin: 0 1rem; display: flex; gap: .3rem; }
+form.header-search input { font: inherit; padding: .2rem .4rem; border: 1px solid #8892a0; border-radius: 3px; width: 18rem; }
+form.header-search button { padding: .2rem .6rem; }
+form.find { display: flex; gap: .5rem; max-width: 44rem; }
+form.find input { flex: 1; font: inherit; padding: .35rem .5rem; border: 1px solid #aab2bd; border-radius: 3px; }
+.charts { display: flex; flex-wrap: wrap; gap: 1rem; }
+figure.chart { margin: 0; background: #fff; border: 1px solid var(--line); padding: .5rem; }
+figure.chart svg { display: block; max-width: 100%; height: auto; }
+figure.chart figcaption { font-size: 12px; color: var(--muted); text-align: center; }
+.state { display: inline-block; padding: 0 .4rem; border-radius: 3px; font-size: 12px; background: #eef1f5; white-space: nowrap; }
+.state.running { background: #e6effc; color: #1f5fbf; }
+.state.finished { background: #e8f5ec; color: var(--ok); }
+.state.finished-with-failures, .state.cancelled { background: #fdecea; color: var(--bad); }
+.state.paused { background: #fff4db; color: var(--warn); }
+.filters a[aria-current] { font-weight: 600; color: inherit; text-decoration: none; }
+.pager a { margin-right: .8rem; }
 `;

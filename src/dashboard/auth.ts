@@ -21,9 +21,17 @@
  *   or a name of SUBSYNC_DASHBOARD_HOSTS, so a web page cannot reach it
  *   through DNS rebinding (its Host would be the attacker's name).
  * - Listening beyond loopback needs a token: {@link requireTokenOffLoopback}.
+ * - Roles: SUBSYNC_DASHBOARD_TOKENS names tokens, each with a role
+ *   ({@link ROLES}: a viewer reads, an operator also retries, edits, cancels
+ *   and pauses, an admin also changes schedules and settings). The single
+ *   SUBSYNC_DASHBOARD_TOKEN is the user `admin`, with the admin role; a
+ *   dashboard without any token (loopback only) lets everyone in as
+ *   `anonymous`, an admin. Each route declares the role it needs
+ *   ({@link requiredRole}); the server checks it in one hook.
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { networkInterfaces } from 'node:os';
+import { SubsyncError } from '../errors.js';
 
 export const SESSION_COOKIE = 'subsync_session';
 
@@ -34,13 +42,51 @@ export function sameSecret(given: string, expected: string): boolean {
   return timingSafeEqual(a, b);
 }
 
+/** Who may do what, weakest first: each role may do everything the ones before it may. */
+export const ROLES = ['viewer', 'operator', 'admin'] as const;
+export type Role = (typeof ROLES)[number];
+
+/** Whether a user with role `has` may use a route that needs `needs`. */
+export const roleAllows = (has: Role, needs: Role): boolean => ROLES.indexOf(has) >= ROLES.indexOf(needs);
+
+/** Methods that only read: a route answering one of them needs the viewer role unless it says otherwise. */
+const READING_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * The role a request needs: the one its route declares, else viewer for a
+ * read and admin for anything that may change state (a route that forgets
+ * to declare its role is closed to viewers and operators, not open to them).
+ */
+export function requiredRole(method: string, declared: Role | undefined): Role {
+  return declared ?? (READING_METHODS.has(method.toUpperCase()) ? 'viewer' : 'admin');
+}
+
+/** A person or a script the dashboard knows by its token. */
+export interface DashboardUser {
+  /** Shown in the page header and recorded as the actor `dashboard:<name>`. */
+  name: string;
+  role: Role;
+}
+
+/** One entry of SUBSYNC_DASHBOARD_TOKENS (`name:role:token`). */
+export interface NamedToken extends DashboardUser {
+  token: string;
+}
+
+/** The user of the single SUBSYNC_DASHBOARD_TOKEN. */
+export const SINGLE_TOKEN_USER: DashboardUser = { name: 'admin', role: 'admin' };
+/** Everyone, on a dashboard without a token (loopback only). */
+export const ANONYMOUS_USER: DashboardUser = { name: 'anonymous', role: 'admin' };
+
 export interface DashboardAuth {
   /** A token is configured: requests must prove it. */
   readonly required: boolean;
-  /** The token matches (login form). */
-  checkToken(given: string): boolean;
-  /** The request's `Authorization` header carries the token. */
-  bearerOk(header: string | undefined): boolean;
+  /** The user whose token this is (login form), else undefined. */
+  identify(given: string): DashboardUser | undefined;
+  /** The user whose token the request's `Authorization` header carries, else undefined. */
+  bearerUser(header: string | undefined): DashboardUser | undefined;
+  /** The user of that name as configured now (a session remembers a name; its role is read afresh). */
+  userNamed(name: string): DashboardUser | undefined;
   /** A new session cookie value. */
   newSession(): string;
   /** The session's nonce when the cookie value is one of ours, else undefined. */
@@ -51,15 +97,38 @@ export interface DashboardAuth {
   csrfOk(nonce: string, given: string | undefined): boolean;
 }
 
-export function createAuth(token: string | undefined): DashboardAuth {
-  const key = token === undefined ? randomBytes(32) : createHash('sha256').update(`subsync-dashboard\0${token}`, 'utf8').digest();
+/**
+ * The dashboard's users and keys from SUBSYNC_DASHBOARD_TOKEN (`token`, the
+ * user `admin`) and SUBSYNC_DASHBOARD_TOKENS (`named`). The session key
+ * derives from every token with its name and role, so changing any of them
+ * ends every session.
+ */
+export function createAuth(token: string | undefined, named: readonly NamedToken[] = []): DashboardAuth {
+  const users: NamedToken[] = [...(token === undefined ? [] : [{ ...SINGLE_TOKEN_USER, token }]), ...named];
+  const required = users.length > 0;
+  const key = !required
+    ? randomBytes(32)
+    : users.length === 1 && token !== undefined
+      ? createHash('sha256').update(`subsync-dashboard\0${token}`, 'utf8').digest()
+      : createHash('sha256').update(`subsync-dashboard\0${users.map((u) => `${u.name}\0${u.role}\0${u.token}`).sort().join('\0\0')}`, 'utf8').digest();
   const mac = (purpose: string, nonce: string): string => createHmac('sha256', key).update(`${purpose}\0${nonce}`).digest('base64url');
+  const identify = (given: string): DashboardUser | undefined => {
+    let found: DashboardUser | undefined;
+    // Every token is compared, so the time taken does not tell which one matched.
+    for (const user of users) if (sameSecret(given, user.token) && found === undefined) found = { name: user.name, role: user.role };
+    return found;
+  };
   return {
-    required: token !== undefined,
-    checkToken: (given) => token !== undefined && sameSecret(given, token),
-    bearerOk(header) {
+    required,
+    identify,
+    bearerUser(header) {
       const match = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
-      return token !== undefined && match?.[1] !== undefined && sameSecret(match[1], token);
+      return match?.[1] === undefined ? undefined : identify(match[1]);
+    },
+    userNamed(name) {
+      if (!required) return ANONYMOUS_USER;
+      const user = users.find((u) => u.name === name);
+      return user && { name: user.name, role: user.role };
     },
     newSession() {
       const nonce = randomBytes(18).toString('base64url');
@@ -130,17 +199,16 @@ export function safeNext(next: unknown): string {
 }
 
 /** The dashboard is to listen beyond this machine without SUBSYNC_DASHBOARD_TOKEN: refused at start (exit 78). */
-export class DashboardNeedsTokenError extends Error {
+export class DashboardNeedsTokenError extends SubsyncError {
   readonly code = 'DASHBOARD_NEEDS_TOKEN';
   constructor(host: string) {
-    super(`the dashboard on ${host} (not a loopback address) needs SUBSYNC_DASHBOARD_TOKEN (16+ characters, e.g. \`openssl rand -hex 16\`); or listen on 127.0.0.1`);
-    this.name = 'DashboardNeedsTokenError';
+    super(`the dashboard on ${host} (not a loopback address) needs SUBSYNC_DASHBOARD_TOKEN or SUBSYNC_DASHBOARD_TOKENS (16+ characters each, e.g. \`openssl rand -hex 16\`); or listen on 127.0.0.1`);
   }
 }
 
 /** Refuses a dashboard bound beyond loopback without a token: anyone who reaches it could read customer data. */
-export function requireTokenOffLoopback(host: string, token: string | undefined): void {
-  if ((token === undefined || token === '') && !isLoopback(host)) throw new DashboardNeedsTokenError(host);
+export function requireTokenOffLoopback(host: string, token: string | undefined, named: readonly NamedToken[] = []): void {
+  if ((token === undefined || token === '') && named.length === 0 && !isLoopback(host)) throw new DashboardNeedsTokenError(host);
 }
 
 const WILDCARD_ADDRESSES: ReadonlySet<string> = new Set(['0.0.0.0', '::', '[::]']);

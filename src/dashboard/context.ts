@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Runtime } from '../runtime.js';
-import type { DashboardAuth } from './auth.js';
+import type { DashboardAuth, DashboardUser, Role } from './auth.js';
 import { page, type PageOptions } from './html.js';
 
 /** Who is asking, decided once per request by the auth hook. */
@@ -9,12 +9,28 @@ export interface Session {
   nonce: string | undefined;
   /** Authenticated by the `Authorization: Bearer` header: no CSRF token needed. */
   viaBearer: boolean;
+  /** Whose token it is, and the role it has now. */
+  user: DashboardUser;
 }
 
 declare module 'fastify' {
   interface FastifyRequest {
     dashboardSession: Session | null;
   }
+  interface FastifyContextConfig {
+    /**
+     * The role a route needs (src/dashboard/auth.ts): declared beside the
+     * route, checked in one hook. Unset: viewer for GET and HEAD, admin for
+     * any other method.
+     */
+    role?: Role;
+  }
+}
+
+/** Who acted, as the audit trail records it: `dashboard:<user>` and the role. */
+export function actorOf(request: FastifyRequest): { actor: string; role: Role } {
+  const user = request.dashboardSession?.user;
+  return user === undefined ? { actor: 'dashboard:unknown', role: 'viewer' } : { actor: `dashboard:${user.name}`, role: user.role };
 }
 
 /** What every route module receives. */
@@ -34,7 +50,8 @@ export function csrfOf(ctx: DashboardContext, request: FastifyRequest): string {
 
 /** Sends a whole page, with the CSRF token for its forms and the page CSP. */
 export function sendPage(ctx: DashboardContext, request: FastifyRequest, reply: FastifyReply, options: Omit<PageOptions, 'csrf' | 'loggedIn'>, status = 200): FastifyReply {
-  const body = page({ ...options, csrf: csrfOf(ctx, request), loggedIn: ctx.auth.required && request.dashboardSession?.nonce !== undefined });
+  const user = ctx.auth.required ? request.dashboardSession?.user : undefined;
+  const body = page({ ...options, csrf: csrfOf(ctx, request), loggedIn: ctx.auth.required && request.dashboardSession?.nonce !== undefined, ...(user ? { user: `${user.name} (${user.role})` } : {}) });
   return reply.code(status).header('content-security-policy', PAGE_CSP).type('text/html; charset=utf-8').send(body);
 }
 

@@ -47,8 +47,10 @@ export function html(strings: TemplateStringsArray, ...values: readonly HtmlValu
 /** The dashboard's sections, for the navigation bar. */
 const NAV: ReadonlyArray<{ href: string; label: string }> = [
   { href: '/', label: 'Imports' },
+  { href: '/history', label: 'History' },
   { href: '/exports', label: 'Exports' },
   { href: '/queue-health', label: 'Queue health' },
+  { href: '/audit', label: 'Audit' },
   { href: '/queues', label: 'Jobs (bull-board)' },
   { href: '/metrics', label: 'Metrics' },
 ];
@@ -60,6 +62,8 @@ export interface PageOptions {
   csrf?: string;
   /** Show the log-out button (a token is configured). */
   loggedIn?: boolean;
+  /** Who is looking, shown in the header: `alice (operator)`. */
+  user?: string;
   /** A message shown above the body (the outcome of the last action). */
   notice?: string;
   noticeKind?: 'ok' | 'error';
@@ -70,6 +74,10 @@ export function page(options: PageOptions): string {
   const logout = options.loggedIn && options.csrf !== undefined
     ? html`<form method="post" action="/logout" class="logout"><input type="hidden" name="_csrf" value="${options.csrf}"><button type="submit">Log out</button></form>`
     : undefined;
+  // Every page but the login form: a search of rows (a GET: a search changes nothing).
+  const search = options.csrf === undefined
+    ? undefined
+    : html`<form method="get" action="/find" class="header-search" role="search"><input type="search" name="q" placeholder="Find rows: email, name or id" aria-label="find rows"><button type="submit">Find</button></form>`;
   return html`<!doctype html>
 <html lang="en">
 <head>
@@ -80,7 +88,7 @@ export function page(options: PageOptions): string {
 <script src="/assets/dashboard.js" defer></script>
 </head>
 <body>
-<header><nav><strong>subsync</strong>${NAV.map((item) => html` <a href="${item.href}">${item.label}</a>`)}</nav>${logout}</header>
+<header><nav><strong>subsync</strong>${NAV.map((item) => html` <a href="${item.href}">${item.label}</a>`)}</nav>${search}${options.user ? html`<span class="who" data-user>${options.user}</span>` : undefined}${logout}</header>
 <main>
 <h1>${options.title}</h1>
 ${options.notice ? html`<p class="notice ${options.noticeKind ?? 'ok'}" role="status">${options.notice}</p>` : undefined}

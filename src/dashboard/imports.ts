@@ -12,8 +12,10 @@ import { PROBLEM_STATUSES, ROW_STATUSES, type RowStatus } from '../outcomes.js';
 import { planOf } from '../store/plan.js';
 import { RESULT_FILE_NAMES } from '../results/writeResults.js';
 import type { ImportRecord, LedgerEntry } from '../store/importStore.js';
-import { csrfOf, noticeOf, redirectWithNotice, sendPage, type DashboardContext } from './context.js';
+import { AUDIT_ACTIONS, recordAudit } from '../audit/trail.js';
+import { actorOf, csrfOf, noticeOf, redirectWithNotice, sendPage, type DashboardContext } from './context.js';
 import { escapedCsv } from './downloads.js';
+import { activitySection } from './history.js';
 import { html, type Html } from './html.js';
 
 /** Imports listed on the front page. */
@@ -118,7 +120,7 @@ export function importRoutes(app: FastifyInstance, ctx: DashboardContext): void 
 <td class="num" data-field="rowsPerSecond">${live.fields.rowsPerSecond}</td>
 <td data-field="state">${live.fields.state}</td></tr>`;
       })}</tbody></table>`;
-    return sendPage(ctx, request, reply, { title: 'Imports', body, ...noticeOf(request.query) });
+    return sendPage(ctx, request, reply, { title: 'Imports', body: html`${body}<p class="hint">The ${LISTED_IMPORTS} latest imports; every import Redis holds, by state: <a href="/history">History</a>.</p>`, ...noticeOf(request.query) });
   });
 
   app.get('/api/imports', async () => {
@@ -200,13 +202,14 @@ ${groups.length > GROUPS_SHOWN ? html`<p class="hint">${groups.length - GROUPS_S
 <tbody><tr>${ROW_STATUSES.map((s) => html`<td class="num" data-field="count-${s}">${status.counts[s]}</td>`)}</tr></tbody></table>
 </div>
 ${downloads}
+${await activitySection(store, id, record.createdAt, record.lastSettledAt, status.settled)}
 ${groupTable}
 <h2>Rows that did not succeed</h2>
 ${pager}${table}`;
     return sendPage(ctx, request, reply, { title: `Import ${record.file}`, body, ...noticeOf(request.query) });
   });
 
-  app.post('/imports/:id/retry', async (request, reply) => {
+  app.post('/imports/:id/retry', { config: { role: 'operator' } }, async (request, reply) => {
     const { id } = ImportParamsSchema.parse(request.params);
     const form = RetryFormSchema.safeParse(request.body);
     if (!form.success) return redirectWithNotice(reply, `/imports/${id}`, 'nothing to retry: choose rows, or retry all', 'error');
@@ -221,6 +224,17 @@ ${pager}${table}`;
       if (!(error instanceof RetryError || error instanceof ImportNotFoundError)) throw error;
       return redirectWithNotice(reply, `/imports/${id}`, error.message, 'error');
     }
+    const group = action === 'group' && row === undefined;
+    await recordAudit(ctx.runtime.redis, ctx.runtime.config, {
+      ...actorOf(request),
+      action: group ? AUDIT_ACTIONS.retryGroup : AUDIT_ACTIONS.retry,
+      target: id,
+      details: {
+        ...(group ? { group: form.data.code ?? '' } : { scope: row !== undefined ? 'row' : action === 'all' ? 'all' : 'selected' }),
+        retried: result.retried,
+        skipped: result.skipped.map((s) => s.row),
+      },
+    });
     return redirectWithNotice(reply, `/imports/${id}`, describeRetry(result), result.retried.length === 0 ? 'error' : 'ok');
   });
 
@@ -285,7 +299,7 @@ ${pager}${table}`;
     return sendPage(ctx, request, reply, { title: `Row ${row} of ${record.file}`, body: editForm(record, row, entry, card, csrfFor(request), {}) });
   });
 
-  app.post('/imports/:id/rows/:row', async (request, reply) => {
+  app.post('/imports/:id/rows/:row', { config: { role: 'operator' } }, async (request, reply) => {
     const found = await rowOr404(request, reply);
     if (!found) return reply;
     const { id, row, record, entry } = found;
@@ -307,6 +321,14 @@ ${pager}${table}`;
     const card: CardInput = { AccountNumber: fieldText(form['card.AccountNumber']), CVCode: fieldText(form['card.CVCode']), Password: fieldText(form['card.Password']) };
     try {
       const result = await editAndRetryRow(store, queues, keyring, id, row, changes, card);
+      await recordAudit(ctx.runtime.redis, ctx.runtime.config, {
+        ...actorOf(request),
+        action: AUDIT_ACTIONS.edit,
+        target: `${id}/${row}`,
+        details: editDetails(plan, current, submitted, card, result.jobName),
+        // What was typed as card data is scrubbed even where it was typed into another column.
+        known: [card.AccountNumber ?? '', card.CVCode ?? '', card.Password ?? ''],
+      });
       return redirectWithNotice(reply, `/imports/${id}`, `row ${row} saved and queued again (${result.jobName}${result.state === 'sent' ? ', reading back first' : ''})`);
     } catch (error) {
       if (!(error instanceof EditRefusedError)) throw error;
@@ -334,6 +356,30 @@ ${pager}${table}`;
 }
 
 const fieldText = (value: string | string[] | undefined): string | undefined => (Array.isArray(value) ? value[0] : value);
+
+/**
+ * An edit as the audit trail keeps it: each changed column's value before and
+ * after, both masked as the dashboard shows cells (card numbers to their last
+ * four, CVCs and passwords never), and whether card data was entered.
+ */
+function editDetails(plan: ReturnType<typeof planOf>, current: readonly string[], submitted: Readonly<Record<number, string>>, card: CardInput, job: string): Record<string, unknown> {
+  const after = [...current];
+  for (const [column, value] of Object.entries(submitted)) after[Number(column)] = value;
+  const before = maskCells(plan, current);
+  const shown = maskCells(plan, after);
+  const changes: Record<string, { before: string; after: string }> = {};
+  for (const column of Object.keys(submitted).map(Number)) {
+    if ((current[column] ?? '') === (after[column] ?? '')) continue;
+    changes[plan.headers[column] ?? `column ${column + 1}`] = { before: before[column] ?? '', after: shown[column] ?? '' };
+  }
+  return {
+    changes,
+    cardNumberEntered: (card.AccountNumber ?? '') !== '',
+    cvcEntered: (card.CVCode ?? '') !== '',
+    passwordEntered: (card.Password ?? '') !== '',
+    job,
+  };
+}
 
 function describeRetry(result: RetryResult): string {
   const parts = [result.retried.length === 0 ? 'no row retried' : `retrying ${result.retried.length} row(s): ${result.retried.join(', ')}`];

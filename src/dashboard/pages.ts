@@ -6,8 +6,25 @@ import { contentTypeOf, exportPath, listExports, listSchedules } from './exports
 import type { IndexReport } from '../customers/report.js';
 import { queueHealth, QUEUE_STATES } from './health.js';
 import { rollbackMessage } from '../store/rollback.js';
+import { FAILED_RETENTION_SECONDS } from '../queue/queues.js';
 import { html, type Html } from './html.js';
-import { noticeOf, sendPage, type DashboardContext } from './context.js';
+import { actorOf, csrfOf, noticeOf, redirectWithNotice, sendPage, type DashboardContext } from './context.js';
+import { AUDIT_ACTIONS, recordAudit } from '../audit/trail.js';
+import { EXPORT_SCHEDULER_ID, listSchedules as exportSchedules, removeSchedule, ScheduleError, scheduleExport } from '../export/schedule.js';
+
+/**
+ * The schedule form: pattern, zone, format, gzip, keep. Never a folder: the
+ * schedule's job writes where its data says, and the dashboard does not
+ * choose places on a worker's disk (the command line's --out does).
+ */
+const ScheduleFormSchema = z.object({
+  action: z.enum(['set', 'remove']),
+  cron: z.string().trim().max(100).optional(),
+  tz: z.string().trim().max(64).optional(),
+  format: z.enum(['csv', 'jsonl']).optional(),
+  gzip: z.string().optional(),
+  keep: z.string().regex(/^\d{0,4}$/).optional(),
+});
 
 const iso = (date: Date | undefined): string => (date === undefined ? '—' : `${date.toISOString().replace('T', ' ').slice(0, 19)} UTC`);
 
@@ -54,6 +71,22 @@ function indexFacts(index: IndexReport): Html {
 </dl>`;
 }
 
+/** Where lifecycle events go: the webhook's origin only (its path may be a credential, as a Slack hook's is). */
+function webhookFacts(config: { webhookUrl?: string; webhookSecret?: string; dashboardUrl?: string }): Html {
+  if (config.webhookUrl === undefined) return html`<p class="muted" data-webhook>None: SUBSYNC_WEBHOOK_URL is not set.</p>`;
+  let origin = '(unreadable URL)';
+  try {
+    origin = new URL(config.webhookUrl).origin;
+  } catch {
+    // Validated at start; kept as unreadable rather than shown.
+  }
+  return html`<dl class="facts" data-webhook>
+<dt>Webhook</dt><dd>${origin}/… <span class="hint">(SUBSYNC_WEBHOOK_URL; import.finished, import.paused, import.cancelled, export.finished, export.failed)</span></dd>
+<dt>Signed</dt><dd>${config.webhookSecret === undefined ? 'no: SUBSYNC_WEBHOOK_SECRET is not set' : 'yes, X-Subsync-Signature (HMAC-SHA256)'}</dd>
+<dt>Links to</dt><dd>${config.dashboardUrl ?? 'none: SUBSYNC_DASHBOARD_URL is not set'}</dd>
+</dl>`;
+}
+
 export function pageRoutes(app: FastifyInstance, ctx: DashboardContext): void {
   const { runtime } = ctx;
 
@@ -75,8 +108,46 @@ export function pageRoutes(app: FastifyInstance, ctx: DashboardContext): void {
 <table>${Object.entries(run.manifest).map(([key, value]) => html`<tr><th>${key}</th><td class="mono">${manifestValue(value)}</td></tr>`)}</table>
 ${run.manifestFile ? html`<a href="/exports/${run.manifestFile}" download>${run.manifestFile}</a>` : undefined}</details>`}</td>
 </tr>`)}</tbody></table>`;
-    const body = html`<h2>Schedule</h2>${scheduleTable}<h2>Recent exports</h2>${runTable}`;
+    const current = (await exportSchedules(runtime.queues.control)).find((s) => s.id === EXPORT_SCHEDULER_ID);
+    const format = current?.request.format ?? 'csv';
+    const scheduleForm = html`<details class="schedule-form"><summary>Change the schedule (admin)</summary>
+<form method="post" action="/exports/schedule">
+<input type="hidden" name="_csrf" value="${csrfOf(ctx, request)}">
+<label>Cron pattern <input type="text" name="cron" value="${current?.pattern ?? '0 2 * * *'}" required></label>
+<label>Time zone <input type="text" name="tz" value="${current?.tz ?? 'UTC'}" required></label>
+<label>Format <select name="format">${(['csv', 'jsonl'] as const).map((f) => html`<option value="${f}"${f === format ? html` selected` : undefined}>${f}</option>`)}</select></label>
+<label><input type="checkbox" name="gzip" value="1"${current?.request.gzip ? html` checked` : undefined}> gzip</label>
+<label>Keep newest <input type="text" name="keep" inputmode="numeric" size="4" placeholder="all" value="${current?.request.keep ?? ''}"></label>
+${current?.request.outDir ? html`<p class="hint">Saving here writes to the data dir's exports folder: the schedule's own folder (${current.request.outDir}, set by the command line) is not kept.</p>` : undefined}
+<div class="actions"><button type="submit" name="action" value="set" class="primary">Save schedule</button>${current ? html` <button type="submit" name="action" value="remove">Remove schedule</button>` : undefined}</div>
+</form></details>`;
+    const body = html`<h2>Schedule</h2>${scheduleTable}${scheduleForm}<h2>Recent exports</h2>${runTable}`;
     return sendPage(ctx, request, reply, { title: 'Exports', body, ...noticeOf(request.query) });
+  });
+
+  // A schedule change is an admin's: the route declares it, the server's role hook enforces it.
+  app.post('/exports/schedule', { config: { role: 'admin' } }, async (request, reply) => {
+    const form = ScheduleFormSchema.safeParse(request.body);
+    if (!form.success) return redirectWithNotice(reply, '/exports', 'the schedule form was incomplete: nothing changed', 'error');
+    const { action, cron, tz, format, gzip, keep } = form.data;
+    if (action === 'remove') {
+      const removed = await removeSchedule(runtime.queues.control, EXPORT_SCHEDULER_ID);
+      if (removed) await recordAudit(runtime.redis, runtime.config, { ...actorOf(request), action: AUDIT_ACTIONS.scheduleRemove, target: EXPORT_SCHEDULER_ID });
+      return redirectWithNotice(reply, '/exports', removed ? 'schedule removed (exports already queued still run)' : 'there was no schedule to remove', removed ? 'ok' : 'error');
+    }
+    let saved;
+    try {
+      saved = await scheduleExport(runtime.queues.control, {
+        pattern: cron ?? '',
+        tz: tz || 'UTC',
+        request: { format: format ?? 'csv', gzip: gzip !== undefined, ...(keep ? { keep: Math.max(1, Number(keep)) } : {}) },
+      });
+    } catch (error) {
+      if (!(error instanceof ScheduleError)) throw error;
+      return redirectWithNotice(reply, '/exports', error.message, 'error');
+    }
+    await recordAudit(runtime.redis, runtime.config, { ...actorOf(request), action: AUDIT_ACTIONS.scheduleSet, target: saved.id, details: { pattern: saved.pattern, tz: saved.tz, ...saved.request } });
+    return redirectWithNotice(reply, '/exports', `schedule saved: "${saved.pattern}" ${saved.tz}, next ${iso(saved.next === undefined ? undefined : new Date(saved.next))}`);
   });
 
   app.get('/exports/:name', async (request, reply) => {
@@ -111,7 +182,16 @@ ${health.rollbacks.length === 0
   ? html`<p>Redis has kept every acknowledged write subsync saw (no rollback detected).</p>`
   : html`<ul>${health.rollbacks.map((r) => html`<li>${rollbackMessage(r)}</li>`)}</ul>`}
 <h2>Customer index</h2>
-${indexFacts(health.customerIndex)}`;
+${indexFacts(health.customerIndex)}
+<h2>Retention</h2>
+<dl class="facts" data-retention>
+<dt>Results, row ledgers, counts</dt><dd>${runtime.config.retentionDays} days after an import finishes <span class="hint">(SUBSYNC_RETENTION_DAYS)</span></dd>
+<dt>Audit entries</dt><dd>${runtime.config.retentionDays} days after they are recorded <span class="hint">(SUBSYNC_RETENTION_DAYS; <a href="/audit">Audit</a>)</span></dd>
+<dt>Failed jobs</dt><dd>${FAILED_RETENTION_SECONDS / 86_400} days <span class="hint">(in the queue, for bull-board; the rows' outcomes are in the ledger)</span></dd>
+<dt>Rejected files in failed/</dt><dd>${runtime.config.failedRetentionDays} days <span class="hint">(SUBSYNC_FAILED_RETENTION_DAYS)</span></dd>
+</dl>
+<h2>Notifications</h2>
+${webhookFacts(runtime.config)}`;
     return sendPage(ctx, request, reply, { title: 'Queue health', body });
   });
 }

@@ -1,7 +1,8 @@
 /**
  * The retry dashboard: server-rendered pages on fastify,
  * bull-board at /queues, Prometheus at /metrics, every route behind
- * SUBSYNC_DASHBOARD_TOKEN when it is set (src/dashboard/auth.ts).
+ * SUBSYNC_DASHBOARD_TOKEN or SUBSYNC_DASHBOARD_TOKENS when set
+ * (src/dashboard/auth.ts), each route needing the role it declares.
  *
  * Every request's Host must be one the dashboard answers to (DNS
  * rebinding); listening beyond loopback needs the token; sessions live in
@@ -9,11 +10,13 @@
  *
  * Routes (all GET unless said):
  * - `/` imports, live progress; `/api/imports`, `/api/imports/:id` (JSON polled by the pages)
- * - `/imports/:id` an import and its rows that did not succeed; POST `/imports/:id/retry`
+ * - `/imports/:id` an import, its activity charts and its rows that did not succeed; POST `/imports/:id/retry`
+ * - `/history` every import by state, a page at a time; `/find?q=` rows by email, name or id; `/api/history`
  * - `/imports/:id/rows/:row` edit a row; POST the same to save and retry it
  * - `/imports/:id/results.csv`, `/imports/:id/errors.csv` downloads (formula-escaped, every cell quoted)
  * - `/exports`, `/exports/:name` runs, manifests, downloads; the schedule
  * - `/queue-health`, `/api/queue-health`
+ * - `/audit` the audit trail (src/audit/trail.ts)
  * - `/metrics` Prometheus text
  * - `/queues` bull-board (read-only)
  * - `/login` (GET, POST), POST `/logout`; `/assets/dashboard.css` (public: the login page uses it), `/assets/dashboard.js`
@@ -25,11 +28,14 @@ import fastifyCookie from '@fastify/cookie';
 import fastifyFormbody from '@fastify/formbody';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { z } from 'zod';
+import { isServerErrorStatus } from '../policy.js';
 import type { Runtime } from '../runtime.js';
 import { DASHBOARD_CSS, DASHBOARD_JS } from './assets.js';
-import { allowedHosts, createAuth, hostAllowed, requireTokenOffLoopback, safeNext, sameOrigin, SESSION_COOKIE, type DashboardAuth } from './auth.js';
+import { allowedHosts, ANONYMOUS_USER, createAuth, hostAllowed, requiredRole, requireTokenOffLoopback, roleAllows, safeNext, sameOrigin, SESSION_COOKIE, type DashboardAuth, type NamedToken, type Role } from './auth.js';
+import { auditRoutes } from './audit.js';
 import { PAGE_CSP, sendPage, type DashboardContext, type Session } from './context.js';
 import { html, page } from './html.js';
+import { historyRoutes } from './history.js';
 import { importRoutes } from './imports.js';
 import { createScrape } from './metrics.js';
 import { pageRoutes } from './pages.js';
@@ -41,8 +47,10 @@ export interface DashboardOptions {
   host: string;
   /** 0 picks a free port (read it back from `url`). */
   port: number;
-  /** SUBSYNC_DASHBOARD_TOKEN: when set, every route requires it; required unless `host` is a loopback address. */
+  /** SUBSYNC_DASHBOARD_TOKEN: when set, every route requires it (or a named token); required unless `host` is a loopback address. */
   token?: string;
+  /** SUBSYNC_DASHBOARD_TOKENS: named tokens, each with its role; default the runtime's configuration. */
+  tokens?: readonly NamedToken[];
   /** SUBSYNC_DASHBOARD_HOSTS: Host names answered besides localhost names and the bound address. */
   hosts?: readonly string[];
 }
@@ -63,8 +71,9 @@ const LoginFormSchema = z.object({ token: z.string().default(''), next: z.string
 export async function startDashboard(options: DashboardOptions): Promise<Dashboard> {
   const { runtime } = options;
   const token = options.token === '' ? undefined : options.token;
-  requireTokenOffLoopback(options.host, token);
-  const auth = createAuth(token);
+  const named = options.tokens ?? runtime.config.dashboardTokens;
+  requireTokenOffLoopback(options.host, token, named);
+  const auth = createAuth(token, named);
   const sessions = redisSessions(runtime.redis, runtime.config.queuePrefix);
   const throttle = redisLoginThrottle(runtime.redis, runtime.config.queuePrefix);
   const hosts = allowedHosts(options.host, options.hosts ?? runtime.config.dashboardHosts);
@@ -99,6 +108,9 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     if ((path === '/queues' || path.startsWith('/queues/')) && !READ_METHODS.has(request.method)) {
       return reply.code(403).type('text/plain').send('bull-board is read-only here: retry rows from the import\'s page\n');
     }
+    // The one place roles are enforced: the route's declared role, else viewer for reads and admin for anything else.
+    const needs = requiredRole(request.method, request.routeOptions.config?.role);
+    if (session !== undefined && !roleAllows(session.user.role, needs)) return forbidden(request, reply, session.user.name, session.user.role, needs);
     return undefined;
   });
   // After the body is parsed: forms carry their CSRF token in it.
@@ -120,9 +132,11 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   app.setNotFoundHandler((request, reply) => sendPage(ctx, request, reply, { title: 'Not found', body: html`<p>Nothing at <code>${request.url}</code>. <a href="/">Imports</a></p>` }, 404));
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const status = error instanceof z.ZodError ? 400 : (error.statusCode ?? 500);
-    if (status >= 500) request.log.error({ err: error, url: request.url }, 'dashboard request failed');
-    const text = status >= 500 ? 'Something went wrong; the details are in the log.' : error instanceof z.ZodError ? 'The request is malformed.' : error.message;
-    return sendPage(ctx, request, reply, { title: status >= 500 ? 'Error' : 'Bad request', body: html`<p>${text}</p>` }, status);
+    // The dashboard's own fault: logged, and its details kept off the page.
+    const fault = isServerErrorStatus(status);
+    if (fault) request.log.error({ err: error, url: request.url }, 'dashboard request failed');
+    const text = fault ? 'Something went wrong; the details are in the log.' : error instanceof z.ZodError ? 'The request is malformed.' : error.message;
+    return sendPage(ctx, request, reply, { title: fault ? 'Error' : 'Bad request', body: html`<p>${text}</p>` }, status);
   });
 
   app.get('/assets/dashboard.css', async (_request, reply) => reply.type('text/css; charset=utf-8').send(DASHBOARD_CSS));
@@ -132,7 +146,8 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     if (request.dashboardSession?.nonce !== undefined || !auth.required) return reply.redirect(safeNext(query(request).next), 303);
     return sendLogin(reply, safeNext(query(request).next), undefined, 200);
   });
-  app.post('/login', async (request, reply) => {
+  // Anyone may log in (as another user too): no role needed beyond being here.
+  app.post('/login', { config: { role: 'viewer' } }, async (request, reply) => {
     const form = LoginFormSchema.safeParse(request.body);
     const next = safeNext(form.success ? form.data.next : undefined);
     if (!auth.required) return reply.redirect(next, 303);
@@ -142,18 +157,19 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
       reply.header('retry-after', String(retryAfterSeconds(wait)));
       return sendLogin(reply, next, `Too many wrong tokens from this address: try again in ${retryAfterSeconds(wait)} s.`, 429);
     }
-    if (!form.success || !auth.checkToken(form.data.token)) {
+    const user = form.success ? auth.identify(form.data.token) : undefined;
+    if (user === undefined) {
       await throttle.failed(request.ip);
       runtime.logger.warn({ component: 'dashboard', ip: request.ip }, 'dashboard login refused: wrong token');
       return sendLogin(reply, next, 'That is not the dashboard token.', 401);
     }
     const cookie = auth.newSession();
     const nonce = auth.sessionNonce(cookie);
-    if (nonce !== undefined) await sessions.open(nonce);
+    if (nonce !== undefined) await sessions.open(nonce, user.name);
     setSessionCookie(reply, cookie, request);
     return reply.redirect(next, 303);
   });
-  app.post('/logout', async (request, reply) => {
+  app.post('/logout', { config: { role: 'viewer' } }, async (request, reply) => {
     // Ended on the server: the cookie, even copied elsewhere, is no session any more.
     const nonce = request.dashboardSession?.nonce;
     if (auth.required && nonce !== undefined) await sessions.end(nonce);
@@ -165,7 +181,9 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   app.get('/metrics', async (_request, reply) => reply.type(scrape.contentType).send(await scrape.metrics()));
 
   importRoutes(app, ctx);
+  historyRoutes(app, ctx);
   pageRoutes(app, ctx);
+  auditRoutes(app, ctx);
   await registerBullBoard(app, runtime);
 
   await app.listen({ host: options.host, port: options.port });
@@ -180,11 +198,19 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   function sendLogin(reply: FastifyReply, next: string, error: string | undefined, status: number): FastifyReply {
     return reply.code(status).header('content-security-policy', PAGE_CSP).type('text/html; charset=utf-8').send(loginPage(next, error));
   }
+
+  /** 403 for a role that may not: a page for a browser, a line of text for a script. */
+  function forbidden(request: FastifyRequest, reply: FastifyReply, name: string, role: Role, needs: Role): FastifyReply {
+    const text = `${name} has the ${role} role, and this needs ${needs}: nothing was changed (roles: SUBSYNC_DASHBOARD_TOKENS)`;
+    request.log.info({ user: name, role, needs, method: request.method, url: request.url }, 'dashboard request refused for its role');
+    if (!(request.headers.accept ?? '').includes('text/html')) return reply.code(403).type('text/plain').send(`${text}\n`);
+    return sendPage(ctx, request, reply, { title: 'Not allowed', body: html`<p class="notice error" data-refused>${text}.</p><p><a href="/">Imports</a></p>` }, 403);
+  }
 }
 
 function loginPage(next: string, error?: string): string {
   const body = html`<form method="post" action="/login" class="login">
-<p>This dashboard needs its token (SUBSYNC_DASHBOARD_TOKEN).</p>
+<p>This dashboard needs a token (SUBSYNC_DASHBOARD_TOKEN, or yours of SUBSYNC_DASHBOARD_TOKENS).</p>
 ${error ? html`<p class="notice error">${error}</p>` : undefined}
 <label>Token<input type="password" name="token" autocomplete="current-password" autofocus required></label>
 <input type="hidden" name="next" value="${next}">
@@ -201,18 +227,22 @@ ${error ? html`<p class="notice error">${error}</p>` : undefined}
 async function sessionOf(auth: DashboardAuth, sessions: SessionStore, throttle: LoginThrottle, request: FastifyRequest, reply: FastifyReply): Promise<Session | undefined> {
   const signed = auth.sessionNonce(request.cookies[SESSION_COOKIE]);
   if (auth.required) {
-    // A signed cookie is a session only while the server still holds it (not logged out, not expired).
-    const nonce = signed !== undefined && (await sessions.isOpen(signed)) ? signed : undefined;
-    if (auth.bearerOk(request.headers.authorization)) return { nonce, viaBearer: true };
+    // A signed cookie is a session only while the server still holds it (not logged out, not expired), and its user still exists.
+    const name = signed === undefined ? undefined : await sessions.userOf(signed);
+    const sessionUser = name === undefined ? undefined : auth.userNamed(name);
+    const nonce = sessionUser === undefined ? undefined : signed;
+    const bearer = auth.bearerUser(request.headers.authorization);
+    // The bearer header says who the request is, whatever the cookie (its nonce still serves the form token).
+    if (bearer !== undefined) return { nonce, viaBearer: true, user: bearer };
     // A wrong bearer token is a guess like a wrong login.
     if (request.headers.authorization !== undefined) await throttle.failed(request.ip);
-    return nonce === undefined ? undefined : { nonce, viaBearer: false };
+    return nonce === undefined || sessionUser === undefined ? undefined : { nonce, viaBearer: false, user: sessionUser };
   }
   const nonce = signed;
-  if (nonce !== undefined) return { nonce, viaBearer: false };
+  if (nonce !== undefined) return { nonce, viaBearer: false, user: ANONYMOUS_USER };
   const cookie = auth.newSession();
   setSessionCookie(reply, cookie, request);
-  return { nonce: auth.sessionNonce(cookie), viaBearer: false };
+  return { nonce: auth.sessionNonce(cookie), viaBearer: false, user: ANONYMOUS_USER };
 }
 
 function setSessionCookie(reply: FastifyReply, value: string, request: FastifyRequest): void {

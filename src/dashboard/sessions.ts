@@ -8,7 +8,9 @@
  *   with the logout, and Redis ends every session after its TTL whatever the
  *   browser keeps. The key holds a hash of the nonce, never the cookie: a
  *   Redis dump gives nothing to log in with (the cookie also needs the
- *   signature, keyed by the token).
+ *   signature, keyed by the token). Its value is the name of the user who
+ *   logged in (SUBSYNC_DASHBOARD_TOKENS): the role is read from the
+ *   configuration on every request, never from Redis.
  * - **Login throttling.** Wrong tokens (the login form or a bearer header)
  *   count per client address in a fixed window: after
  *   {@link LOGIN_FAILURE_LIMIT} in {@link LOGIN_WINDOW_MS}, that address gets
@@ -25,10 +27,10 @@ export const LOGIN_FAILURE_LIMIT = 5;
 export const LOGIN_WINDOW_MS = 60_000;
 
 export interface SessionStore {
-  /** Records a new session: valid for {@link SESSION_SECONDS} unless ended. */
-  open(nonce: string): Promise<void>;
-  /** Whether the session is still open on the server. */
-  isOpen(nonce: string): Promise<boolean>;
+  /** Records a new session of user `user`: valid for {@link SESSION_SECONDS} unless ended. */
+  open(nonce: string, user: string): Promise<void>;
+  /** The name of the session's user while it is open on the server, else undefined. */
+  userOf(nonce: string): Promise<string | undefined>;
   /** Ends the session (logout). */
   end(nonce: string): Promise<void>;
 }
@@ -45,11 +47,13 @@ const digest = (text: string): string => createHash('sha256').update(text, 'utf8
 export function redisSessions(redis: RedisClient, prefix: string): SessionStore {
   const key = (nonce: string): string => `${prefix}:dashboard:session:${digest(nonce)}`;
   return {
-    async open(nonce) {
-      await redis.set(key(nonce), '1', 'EX', SESSION_SECONDS);
+    async open(nonce, user) {
+      await redis.set(key(nonce), `user:${user}`, 'EX', SESSION_SECONDS);
     },
-    async isOpen(nonce) {
-      return (await redis.exists(key(nonce))) === 1;
+    async userOf(nonce) {
+      const value = await redis.get(key(nonce));
+      // A session opened before users had names (value "1") is no session: its browser logs in again.
+      return value?.startsWith('user:') ? value.slice('user:'.length) : undefined;
     },
     async end(nonce) {
       await redis.del(key(nonce));

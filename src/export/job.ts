@@ -16,6 +16,7 @@ import { ApiError } from '../api/errors.js';
 import { CUSTOMER_FIELDS } from '../api/schemas/index.js';
 import { EXPORT_DEFAULTS, PAGE_RETRY_BACKOFF, SEARCH_PAGE_SIZE } from '../policy.js';
 import type { ApiBudget } from '../redis/budget.js';
+import type { Notifier } from '../notify/notifier.js';
 import { FAILED_RETENTION_SECONDS } from '../queue/queues.js';
 import { DEFAULT_INDEXED_FIELDS, type CustomerIndex, type IndexBuild } from '../customers/customerIndex.js';
 import type { Customer } from '../api/schemas/index.js';
@@ -52,6 +53,8 @@ export interface ExportDeps {
   customers?: CustomerIndex;
   /** SUBSYNC_CSV_BOM: a CSV export starts with a UTF-8 BOM. Default true. */
   csvBom?: boolean;
+  /** Told `export.finished` and `export.failed` (queued; never waited on). */
+  notifier?: Notifier;
 }
 
 /** The job's return value, kept by BullMQ as its result. */
@@ -105,12 +108,16 @@ export async function runExportJob(job: Job, deps: ExportDeps, pager: Partial<Pa
       .catch(() => undefined);
   };
   try {
-    return await runExport({ exportId, jobId: job.id, request: parsed.data, store, deps, pager, onPage });
+    const result = await runExport({ exportId, jobId: job.id, request: parsed.data, store, deps, pager, onPage });
+    await deps.notifier?.notify({ event: 'export.finished', exportId, file: path.basename(result.file), count: result.count, complete: result.complete });
+    return result;
   } catch (error) {
     const permanent = error instanceof UnrecoverableError || (error instanceof ApiError && !error.transient);
     const final = permanent || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
     await store.update(exportId, { status: final ? 'failed' : 'retrying', error: describe(error) }).catch(() => undefined);
     deps.logger.error({ exportId, err: error, final }, 'export run failed');
+    // Only the last attempt is a failure to tell: an earlier one is retried (and resumes).
+    if (final) await deps.notifier?.notify({ event: 'export.failed', exportId, error: describe(error) });
     // A refusal will not change on the next run; anything else may (the next run resumes).
     if (permanent && !(error instanceof UnrecoverableError)) throw new UnrecoverableError(describe(error));
     throw error;
@@ -413,6 +420,6 @@ function addedAfterStart(full: PagedListing | undefined, count: number, complete
 }
 
 function describe(error: unknown): string {
-  if (error instanceof ApiError) return error.apiMessage ? `${error.apiMessage} (${error.code}${error.status ? ` ${error.status}` : ''})` : error.message;
+  if (error instanceof ApiError) return error.reason;
   return error instanceof Error ? error.message : String(error);
 }

@@ -52,6 +52,7 @@ import type { ExportFormat } from './request.js';
 import type { Spool, SpoolLocation } from './spool.js';
 import { pageKey, type ExportMode, type ExportStore, type ListingState, type PageMeta } from './state.js';
 import { formatPage } from './writer.js';
+import { SubsyncError } from '../errors.js';
 
 export interface PagerOptions {
   /** Records per page: the interface's maximum, 100. */
@@ -248,9 +249,10 @@ export function coversStart(pages: ReadonlyMap<number, PageMeta>, latest: number
 }
 
 /** Thrown inside paging when the service refuses an empty `contains` (the listing falls back to partitions). */
-class EmptySearchRefused extends Error {
+class EmptySearchRefused extends SubsyncError {
+  readonly code = 'EXPORT_EMPTY_SEARCH_REFUSED';
   constructor(readonly refusal: ApiRefusedError) {
-    super(refusal.message);
+    super(refusal.message, { cause: refusal });
   }
 }
 

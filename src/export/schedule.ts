@@ -8,17 +8,14 @@
 import { getNextMillis, type Queue } from 'bullmq';
 import { EXPORT_JOB_OPTIONS } from './job.js';
 import { EXPORT_JOB, ExportRequestSchema, type ExportRequest } from './request.js';
+import { SubsyncError } from '../errors.js';
 
 /** The one export schedule's id. */
 export const EXPORT_SCHEDULER_ID = 'subsync-export';
 
 /** A bad cron pattern or time zone: the command line says which and why. */
-export class ScheduleError extends Error {
+export class ScheduleError extends SubsyncError {
   readonly code = 'SCHEDULE_INVALID';
-  constructor(message: string) {
-    super(message);
-    this.name = 'ScheduleError';
-  }
 }
 
 export interface ExportSchedule {

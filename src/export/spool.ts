@@ -17,6 +17,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, open, readdir, rm, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
+import { SubsyncError } from '../errors.js';
 
 /** A page as the export file holds it: its rows (each ending in LF) in the service's order, with their CustomerIDs. */
 export interface PageRows {
@@ -90,11 +91,10 @@ interface PageHeader {
 
 const LF = 0x0a;
 
-export class SpoolCorruptError extends Error {
+export class SpoolCorruptError extends SubsyncError {
   readonly code = 'EXPORT_SPOOL_CORRUPT';
   constructor(listing: number, page: number, loc: SpoolLocation, why: string) {
     super(`spooled page ${listing}:${page} (${loc.f} at ${loc.o}) is unreadable: ${why}`);
-    this.name = 'SpoolCorruptError';
   }
 }
 

@@ -6,8 +6,10 @@ import { scrubSecrets } from '../secrets.js';
 import { PROBLEM_STATUSES, type JobName, type RowStatus } from '../outcomes.js';
 import { enqueueFinalize, getRowJob, rowJobOptions, type Queues, type RowJobData } from '../queue/queues.js';
 import { planOf } from '../store/plan.js';
+import { rowTermDigests, searchableCells } from './searchTerms.js';
 import type { ImportRecord, ImportStore, LedgerEntry } from '../store/importStore.js';
 import { jobNameOf } from './producer.js';
+import { SubsyncError } from '../errors.js';
 
 /**
  * Edit and retry: support staff fix a row that did not
@@ -62,7 +64,7 @@ export type EditRefusal =
   /** The edited row still breaks a rule: `rowErrors` says which. */
   | 'invalid';
 
-export class EditRefusedError extends Error {
+export class EditRefusedError extends SubsyncError {
   readonly code = 'EDIT_REFUSED';
   readonly reason: EditRefusal;
   /** For `invalid`: every rule the edited row breaks, each naming its column. */
@@ -70,7 +72,6 @@ export class EditRefusedError extends Error {
 
   constructor(reason: EditRefusal, message: string, rowErrors: readonly RowError[] = []) {
     super(message);
-    this.name = 'EditRefusedError';
     this.reason = reason;
     this.rowErrors = rowErrors;
   }
@@ -184,6 +185,8 @@ export async function editAndRetryRow(
   // Reopening is the lock: it only takes a settled row, so of two racing edits (or an edit and a retry) one wins.
   const round = await store.reopenRow(importId, row, reopened);
   if (round === undefined) throw new EditRefusedError('busy', `row ${row} is no longer settled: it was retried meanwhile`);
+  // Found by its new values too (a search checks each hit against the row as it is now).
+  await store.addSearchTerms(importId, new Map(rowTermDigests(searchableCells(plan, reopened.cells)).map((digest) => [digest, [row]])));
 
   const data: RowJobData = { importId, row };
   // (A customers row without a password has nothing to seal.)

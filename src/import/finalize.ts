@@ -2,6 +2,7 @@ import path from 'node:path';
 import { DEFAULT_RETENTION_DAYS } from '../config.js';
 import type { Logger } from 'pino';
 import { passwordColumn, secretColumnIndexes } from '../csv/rows.js';
+import type { Notifier } from '../notify/notifier.js';
 import type { Queues } from '../queue/queues.js';
 import { forgetCardData } from './cardData.js';
 import { scrubSecrets } from '../secrets.js';
@@ -30,6 +31,8 @@ export async function finalizeImport(input: {
   retentionDays?: number;
   /** SUBSYNC_CSV_BOM: results.csv and errors.csv start with a UTF-8 BOM. Default true. */
   bom?: boolean;
+  /** Told `import.finished` once the results are written (a queued job; never waited on). */
+  notifier?: Notifier;
 }): Promise<ResultFiles | undefined> {
   const { store, importId, round } = input;
   const record = await store.getImport(importId);
@@ -100,5 +103,7 @@ export async function finalizeImport(input: {
   const retentionDays = input.retentionDays ?? DEFAULT_RETENTION_DAYS;
   await store.markFinished(importId, round, files.dir, retentionDays * 24 * 3600);
   input.logger.info({ importId, dir: files.dir, retentionDays }, 'import settled; results written');
+  // One event per round that finishes (its id carries the round): a finalize run again raises the same id, queued once.
+  await input.notifier?.notify({ event: 'import.finished', importId, round });
   return files;
 }

@@ -22,6 +22,7 @@ import type { RedisClient } from '../redis/redis.js';
 import type { ImportJournal } from '../store/continuity.js';
 import type { ImportStore, LedgerEntry } from '../store/importStore.js';
 import { personOf, rowKeys } from './rowKeys.js';
+import { rowTermDigests, searchableCells } from './searchTerms.js';
 import { scrubSecrets } from '../secrets.js';
 import { SeenKeys } from './seenKeys.js';
 
@@ -293,7 +294,12 @@ async function enqueueRows(input: {
   const flush = (batch: Batch): void => {
     const done = (async () => {
       // Ledger first: a job must always find its row's entry.
-      await Promise.all([store.putPendingRows(importId, batch.pending), store.settleMany(importId, batch.settled, now()), store.addMatchDigests(importId, batch.matchDigests)]);
+      await Promise.all([
+        store.putPendingRows(importId, batch.pending),
+        store.settleMany(importId, batch.settled, now()),
+        store.addMatchDigests(importId, batch.matchDigests),
+        store.addSearchTerms(importId, batch.terms),
+      ]);
       if (batch.jobs.size > 0) {
         await queues.rows.addBulk([...batch.jobs].map(([block, data]) => ({ name: BATCH_JOB, data, opts: batchJobOptions(importId, block, attempts) })));
       }
@@ -320,6 +326,12 @@ async function enqueueRows(input: {
       const cells = secretColumns.length > 0 ? maskCells(plan, csvRow.cells) : csvRow.cells;
       const rowErrors = secretColumns.length > 0 && checked.length > 0 ? withoutRowSecrets(checked, secretValues(plan, csvRow.cells)) : checked;
       const name = rowErrors.length > 0 ? null : jobNameOf(plan, csvRow.cells, options);
+      // Every row is searchable, invalid ones too (src/import/searchTerms.ts; never a card or password column).
+      for (const digest of rowTermDigests(searchableCells(plan, cells))) {
+        const rowsOfTerm = batch.terms.get(digest);
+        if (rowsOfTerm) rowsOfTerm.push(csvRow.row);
+        else batch.terms.set(digest, [csvRow.row]);
+      }
       const earlier = name !== null && guard ? earlierRow(guard, plan, csvRow, name, options) : undefined;
       if (name === null) {
         invalid++;
@@ -423,9 +435,11 @@ interface Batch {
   matchDigests: Buffer[];
   /** Batch jobs by block. */
   jobs: Map<number, RowBatchData>;
+  /** Search terms of the batch's rows: digest -> rows (src/store/searchIndex.ts). */
+  terms: Map<string, number[]>;
 }
 
-const emptyBatch = (): Batch => ({ pending: [], settled: [], matchDigests: [], jobs: new Map() });
+const emptyBatch = (): Batch => ({ pending: [], settled: [], matchDigests: [], jobs: new Map(), terms: new Map() });
 
 async function validateAll(
   plan: ColumnPlan,

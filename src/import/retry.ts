@@ -7,11 +7,13 @@ import { causeOf, rowsOfGroup } from './errorGroups.js';
 import { hadPassword } from './edit.js';
 import { ImportNotFoundError } from './status.js';
 import { sweepImport } from './sweep.js';
+import { SubsyncError } from '../errors.js';
 
 /** Rows `retry` takes: invalid rows need their data fixed first (edit and retry in the dashboard, or re-import). */
 const RETRYABLE = new Set(['failed', 'needs-review'] as const);
 
-export class RetryError extends Error {
+/** `retry` cannot do what it was asked: the rows or the group cannot be retried (exit 64). */
+export class RetryError extends SubsyncError {
   readonly code = 'RETRY_REFUSED';
 }
 

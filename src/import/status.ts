@@ -1,16 +1,16 @@
 import type { RowStatus } from '../outcomes.js';
 import { SUCCESS_STATUSES } from '../outcomes.js';
 import type { ImportStore } from '../store/importStore.js';
+import { SubsyncError } from '../errors.js';
 
 /** No import of this id in Redis: never created, or its record expired or was lost. */
-export class ImportNotFoundError extends Error {
+export class ImportNotFoundError extends SubsyncError {
   readonly code = 'IMPORT_NOT_FOUND';
   constructor(
     readonly importId: string,
     message = `no import ${importId} in Redis (a finished import's data expires after SUBSYNC_RETENTION_DAYS; \`subsync status\` lists the imports it holds)`,
   ) {
     super(message);
-    this.name = 'ImportNotFoundError';
   }
 }
 

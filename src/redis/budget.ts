@@ -36,8 +36,8 @@ export interface ApiBudget {
   acquire(): Promise<void>;
   /** Reserves the next slot without waiting: the ms until it (0 = now) and when it is, on Redis's clock (this process's, under an unpaced lease). */
   reserve(): Promise<{ waitMs: number; at: number }>;
-  /** Told of every finished call (the API client's `onCall`): answers other than 429 are what the service admitted. */
-  observe(call: Pick<ApiCall, 'status'>): void;
+  /** Told of every finished call (the API client's `onCall`): answers other than a rate limit's are what the service admitted. */
+  observe(call: Pick<ApiCall, 'status'> & Partial<Pick<ApiCall, 'error'>>): void;
   /**
    * The service answered 429, asking for `ms` (its Retry-After; without one,
    * {@link DEFAULT_RETRY_AFTER_MS}). The learned
@@ -232,7 +232,7 @@ export function createBudget(redis: RedisClient, keys: StoreKeys, options: Budge
       if (waitMs > 0) await sleep(waitMs);
     },
     observe(call) {
-      if (call.status !== undefined && call.status !== 429) admitted++;
+      if (call.status !== undefined && call.error?.code !== 'API_RATE_LIMITED') admitted++;
     },
     async block(retryAfterMs) {
       // This process stops going unasked, and its unreported figures count in the cut.

@@ -13,6 +13,8 @@ export function storeKeys(prefix: string) {
     ledger: (importId: string) => `${prefix}:import:${importId}:rows`,
     /** Hash: counts by status, `settled`, and the API figures of the import. */
     counts: (importId: string) => `${prefix}:import:${importId}:counts`,
+    /** Hash: the import's run state (running, paused, cancelling, cancelled), why, and its canary (src/import/runState.ts). */
+    runState: (importId: string) => `${prefix}:import:${importId}:run`,
     /** Set: the 8-byte digests of an upsert's match values (src/customers/finder.ts). */
     matchDigests: (importId: string) => `${prefix}:import:${importId}:match`,
     /** Hash: how an upsert finds its customers, and the lock of the worker deciding it. */
@@ -20,6 +22,10 @@ export function storeKeys(prefix: string) {
     findPlanLock: (importId: string) => `${prefix}:import:${importId}:plan-lock`,
     /** Hash: CustomerID → the record as a scan read it, for the upsert rows to lay themselves over. */
     foundRecords: (importId: string) => `${prefix}:import:${importId}:records`,
+    /** Hash: rows settled and 429s per time bucket of an import (src/store/series.ts). */
+    series: (importId: string) => `${prefix}:import:${importId}:series`,
+    /** Hash: search-term digest -> row numbers of an import (src/store/searchIndex.ts). */
+    searchIndex: (importId: string) => `${prefix}:import:${importId}:find`,
     /** Hash: the pages of an import's searches by name, and their counts (src/customers/nameSearch.ts). */
     nameSearches: (importId: string) => `${prefix}:import:${importId}:names`,
     /** String: the rollback counter, bumped by every mark and settle; it only grows while Redis keeps its writes (src/store/rollback.ts). */

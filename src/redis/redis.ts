@@ -1,16 +1,16 @@
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import { SubsyncError, type SubsyncErrorCode } from '../errors.js';
 
 /** A connection to one Redis, or to a Redis Cluster (SUBSYNC_REDIS_CLUSTER). */
 export type RedisClient = Redis | Cluster;
 
 /** Why subsync will not start against this Redis; the message is one line an operator can act on. */
-export class RedisCheckError extends Error {
+export class RedisCheckError extends SubsyncError {
   constructor(
     readonly code: 'REDIS_UNREACHABLE' | 'REDIS_EVICTION' | 'REDIS_PERSISTS_NOTHING',
     message: string,
   ) {
     super(message);
-    this.name = 'RedisCheckError';
   }
 }
 
@@ -226,11 +226,24 @@ export async function deleteKeysWithPrefix(redis: RedisClient, prefix: string): 
 }
 
 /** The stable code of Redis refusing a write for want of memory. */
-export const REDIS_OOM_CODE = 'REDIS_OOM';
+export const REDIS_OOM_CODE = 'REDIS_OOM' satisfies SubsyncErrorCode;
 
-/** Redis refused a command because its memory is full (`OOM command not allowed when used memory > 'maxmemory'`). */
+/**
+ * The kind of a Redis error reply: its first word, `OOM` in `OOM command not
+ * allowed when used memory > 'maxmemory'`, `NOSCRIPT`, `BUSY`, `READONLY`.
+ * Redis names an error's kind there and nowhere else (an error reply is one
+ * line of text), and ioredis's ReplyError carries nothing more, so this is
+ * the one place that reads a reply's words; undefined for anything that is
+ * not such a reply.
+ */
+export function redisErrorKind(error: unknown): string | undefined {
+  if (!(error instanceof Error)) return undefined;
+  return /^([A-Z][A-Z_]*)(?: |$)/.exec(error.message)?.[1];
+}
+
+/** Redis refused a command because its memory is full. */
 export function isRedisOutOfMemory(error: unknown): boolean {
-  return error instanceof Error && error.message.startsWith('OOM ');
+  return redisErrorKind(error) === 'OOM';
 }
 
 /**

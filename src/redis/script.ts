@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { RedisClient } from './redis.js';
+import { redisErrorKind, type RedisClient } from './redis.js';
 
 /**
  * A Lua script run by its SHA1 (EVALSHA), so the hot path sends a 40-byte
@@ -17,7 +17,7 @@ export function luaScript(lua: string): LuaScript {
       try {
         return await redis.evalsha(sha, keys.length, ...keys, ...args);
       } catch (error) {
-        if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
+        if (redisErrorKind(error) !== 'NOSCRIPT') throw error;
         return redis.eval(lua, keys.length, ...keys, ...args);
       }
     },

@@ -34,7 +34,7 @@ export function countedApi(api: ApiClient, figures: CallFigures): ApiClient {
       } catch (error) {
         if (error instanceof ApiError) {
           count();
-          if (error.status === 429) figures.rateLimited++;
+          if (error.code === 'API_RATE_LIMITED') figures.rateLimited++;
         }
         throw error;
       }

@@ -25,6 +25,7 @@
  */
 import type { JobName, RowOutcome, RowStatus } from '../outcomes.js';
 import type { RunClaim } from '../store/importStore.js';
+import { SubsyncError } from '../errors.js';
 
 /** A row that failed for good in its batch: its own job settles it so, without a request. */
 export interface RowVerdict {
@@ -128,10 +129,6 @@ export interface BatchPort extends RowJobPort {
  * A job the protocol cannot run: its import or ledger entry is gone, or it
  * carries card data this process has no key for. Running it again cannot help.
  */
-export class RowUnrunnableError extends Error {
+export class RowUnrunnableError extends SubsyncError {
   readonly code = 'ROW_UNRUNNABLE';
-  constructor(message: string) {
-    super(message);
-    this.name = 'RowUnrunnableError';
-  }
 }

@@ -23,6 +23,7 @@ import { countedApi, noCalls, type CallFigures } from './figures.js';
 import { RowUnrunnableError, type BatchInput, type BatchPort, type BatchResult, type RowJobInput, type RowJobPort, type RowJobResult } from './interfaces.js';
 import { keptSecrets, openCells } from './sealed.js';
 import { CARD_DATA_GONE } from '../queue/requeue.js';
+import { SubsyncError } from '../errors.js';
 
 export interface RowProtocolOptions {
   store: ImportStore;
@@ -105,20 +106,27 @@ type Attempt =
   | { kind: 'recheck'; held: boolean };
 
 /** Thrown by markSent when another run settled the row meanwhile: this attempt stops before sending. */
-class RowTakenError extends Error {}
+class RowTakenError extends SubsyncError {
+  readonly code = 'ROW_TAKEN';
+}
 
 /** Thrown by markSent when this run no longer holds its job's lock: this attempt stops before sending. */
-class RowFencedError extends Error {}
+class RowFencedError extends SubsyncError {
+  readonly code = 'ROW_FENCED';
+}
 
 /** Thrown by markSent when the mark was held or claimed (see Attempt's `recheck`): this attempt stops before sending. */
-class RowRecheckError extends Error {
+class RowRecheckError extends SubsyncError {
+  readonly code = 'ROW_MARK_HELD';
   constructor(readonly held: boolean) {
-    super(held ? 'mark held while a rollback is handled' : 'row sent by another run');
+    super(held ? 'the sent mark was held while a rollback of Redis is handled' : 'the row was sent by another run meanwhile');
   }
 }
 
 /** Thrown by markSent in a read-back-only run: nothing was found, and the row's cells cannot be sent. */
-class CardCellsGoneError extends Error {}
+class CardCellsGoneError extends SubsyncError {
+  readonly code = 'ROW_CARD_CELLS_GONE';
+}
 
 /** Rechecks of one row in one run before it is handed to a job of its own (another live run holds it, or the hold lasts). */
 const MAX_RECHECKS = 3;
@@ -131,10 +139,10 @@ function refusal(result: MarkResult): Error | undefined {
     case 'marked':
       return undefined;
     case 'settled':
-      return new RowTakenError();
+      return new RowTakenError('another run settled the row meanwhile');
     case 'fenced':
       // This run lost its job (another run has it now): nothing is sent, and the job's data is the other run's.
-      return new RowFencedError();
+      return new RowFencedError("this run no longer holds its job's lock");
     case 'claimed':
       return new RowRecheckError(false);
     case 'held':
@@ -316,7 +324,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       previous: stored.status === 'sent' ? 'sent' : 'pending',
       preexisting: stored.preexisting,
       markSent: async () => {
-        if (run.readBackOnly) throw new CardCellsGoneError();
+        if (run.readBackOnly) throw new CardCellsGoneError(CARD_DATA_GONE);
         sentNow = true;
         // The row is marked sent before the request leaves, so a crash after this line reconciles instead of re-creating.
         const refused = refusal(await (premarked ?? mark()));

@@ -16,7 +16,13 @@ import { personAt } from './population.js';
 import { CustomerSearchIndex } from './searchIndex.js';
 import { SEED_CUSTOMERS, SEED_OFFERS, SEED_PAYMENT_METHOD_KEYS, type ProvisioningRequirement } from './seed.js';
 
-/** A refusal the sandbox answers with its status and a non-success Message. */
+/**
+ * A refusal the sandbox answers with its status and a non-success Message.
+ * It is the fake service's own error, not subsync's: it never leaves the
+ * sandbox's HTTP handlers (subsync meets it only as an answer, classified by
+ * the API client like the real service's), so it is not a SubsyncError and
+ * has no code of src/errors.ts.
+ */
 export class SandboxRefusal extends Error {
   constructor(
     readonly status: number,

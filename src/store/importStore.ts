@@ -4,6 +4,8 @@ import { IMPORT_KINDS, ROW_STATUSES, type ImportKind, type JobName, type RowStat
 import { storeKeys } from '../redis/keys.js';
 import { luaScript } from '../redis/script.js';
 import { decodeEntry, encodeEntry, type LedgerEntry, type RowState } from './ledger.js';
+import { ADD_TERM_ROWS_LUA, digestBytes, idTerm, TERM_DIGEST_BYTES, termDigest } from './searchIndex.js';
+import { STAMP_SERIES_LUA } from './series.js';
 
 /**
  * The import state in Redis: one record per import, and a
@@ -59,7 +61,7 @@ const ImportRecordHashSchema = z.object({
   finishedAt: optionalNumber,
   resultsDir: z.string().optional(),
   /** Epoch ms since when the import is in read-back mode: Redis lost writes while it ran (src/store/rollback.ts). */
-  readBack: optionalNumber,
+  readBack: z.coerce.number().optional(),
 });
 
 /**
@@ -103,10 +105,15 @@ local function bumpSeq(key) return redis.call('INCR', key) end`;
 
 // Settles rows once each: refuses an entry already settled, so counts move once, and an entry
 // whose sent claim another live run holds (token '' settles whatever the claim: producer, sweep, dashboard).
-// The runs' API figures are added either way (the calls were made).
-// KEYS: ledger, counts, record, seq. ARGV: now, apiCalls, retries, rateLimited, searches, reads, then (row, entry JSON, status, token) per row.
+// The runs' API figures are added either way (the calls were made). In the same call: the rows
+// settled and the 429s go into the import's series (src/store/series.ts), and the ids the service
+// answered into its search index (src/store/searchIndex.ts).
+// KEYS: ledger, counts, record, series, search index, seq.
+// ARGV: now, apiCalls, retries, rateLimited, searches, reads, then (row, entry JSON, status, term digests end to end, token) per row.
 // Returns {settled, total, round, seq, per row 1 (applied), 0 (settled already) or 2 (another live run's claim)}.
 const SETTLE_ROWS_SCRIPT = `${IS_OPEN_LUA}${SEQ_LUA}
+${STAMP_SERIES_LUA}
+${ADD_TERM_ROWS_LUA}
 local function add(field, by)
   local n = tonumber(by or '0')
   if n ~= 0 then redis.call('HINCRBY', KEYS[2], field, n) end
@@ -116,24 +123,28 @@ add('retries', ARGV[3])
 add('rateLimited', ARGV[4])
 add('searches', ARGV[5])
 add('reads', ARGV[6])
-local reply = {0, 0, 0, bumpSeq(KEYS[4])}
-local any = false
-for i = 7, #ARGV, 4 do
+local reply = {0, 0, 0, bumpSeq(KEYS[6])}
+local applied = 0
+for i = 7, #ARGV, 5 do
   local current = redis.call('HGET', KEYS[1], ARGV[i])
   local entry = current and cjson.decode(current)
   if entry and entry.s ~= 'pending' and entry.s ~= 'sent' then
     reply[#reply + 1] = 0
-  elseif entry and ARGV[i + 3] ~= '' and claimedByOther(entry, ARGV[i + 3]) then
+  elseif entry and ARGV[i + 4] ~= '' and claimedByOther(entry, ARGV[i + 4]) then
     reply[#reply + 1] = 2
   else
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
     redis.call('HINCRBY', KEYS[2], ARGV[i + 2], 1)
     redis.call('HINCRBY', KEYS[2], 'settled', 1)
-    any = true
+    if ARGV[i + 3] ~= '' then
+      for j = 1, #ARGV[i + 3], ${TERM_DIGEST_BYTES} do addRows(KEYS[5], string.sub(ARGV[i + 3], j, j + ${TERM_DIGEST_BYTES - 1}), ARGV[i]) end
+    end
+    applied = applied + 1
     reply[#reply + 1] = 1
   end
 end
-if any then redis.call('HSET', KEYS[3], 'lastSettledAt', ARGV[1]) end
+if applied > 0 then redis.call('HSET', KEYS[3], 'lastSettledAt', ARGV[1]) end
+stamp(KEYS[4], KEYS[3], tonumber(ARGV[1]), applied, tonumber(ARGV[4] or '0'))
 reply[1] = tonumber(redis.call('HGET', KEYS[2], 'settled') or '0')
 reply[2] = tonumber(redis.call('HGET', KEYS[3], 'total') or '-1')
 reply[3] = tonumber(redis.call('HGET', KEYS[3], 'round') or '0')
@@ -233,7 +244,27 @@ redis.call('HSET', KEYS[1], 'total', ARGV[1], 'state', 'enqueued')
 return {tonumber(redis.call('HGET', KEYS[2], 'settled') or '0'), tonumber(redis.call('HGET', KEYS[1], 'round') or '0')}
 `;
 
+// Adds API figures of runs that settled nothing (a 429, a row handed on), and their 429s to the series.
+// KEYS: counts, record, series. ARGV: now, apiCalls, retries, rateLimited, searches, reads.
+const ADD_FIGURES_SCRIPT = `${STAMP_SERIES_LUA}
+local fields = {'apiCalls', 'retries', 'rateLimited', 'searches', 'reads'}
+for i = 1, #fields do
+  local n = tonumber(ARGV[i + 1] or '0')
+  if n ~= 0 then redis.call('HINCRBY', KEYS[1], fields[i], n) end
+end
+stamp(KEYS[3], KEYS[2], tonumber(ARGV[1]), 0, tonumber(ARGV[4] or '0'))
+return 0
+`;
+
+// Adds rows to search terms (the producer's, per flush). KEYS: search index. ARGV: (term digest, rows comma-separated) pairs.
+const ADD_SEARCH_TERMS_SCRIPT = `${ADD_TERM_ROWS_LUA}
+for i = 1, #ARGV, 2 do addRows(KEYS[1], ARGV[i], ARGV[i + 1]) end
+return 0
+`;
+
 const settleRowsScript = luaScript(SETTLE_ROWS_SCRIPT);
+const addFiguresScript = luaScript(ADD_FIGURES_SCRIPT);
+const addSearchTermsScript = luaScript(ADD_SEARCH_TERMS_SCRIPT);
 const updateUnsettledScript = luaScript(UPDATE_UNSETTLED_SCRIPT);
 const markSentScript = luaScript(MARK_SENT_SCRIPT);
 const reopenScript = luaScript(REOPEN_SCRIPT);
@@ -317,7 +348,7 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
   async function counted(
     script: typeof settleRowsScript,
     scriptKeys: string[],
-    args: string[],
+    args: ReadonlyArray<string | Buffer>,
     length: number,
     seqAt: number,
     on: RedisClient = redis,
@@ -340,9 +371,10 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
     figures: RunFigures = NO_FIGURES,
     now = Date.now(),
   ): Promise<SettleRowsResult> {
-    const args = [String(now), String(figures.apiCalls), String(figures.retries), String(figures.rateLimited), String(figures.searches), String(figures.reads)];
-    for (const { row, entry, claim } of rows) args.push(String(row), encodeEntry(entry), entry.status, claim?.token ?? '');
-    const { values } = await counted(settleRowsScript, [keys.ledger(importId), keys.counts(importId), keys.importRecord(importId), keys.seq], args, 4 + rows.length, 3);
+    const args: Array<string | Buffer> = [String(now), String(figures.apiCalls), String(figures.retries), String(figures.rateLimited), String(figures.searches), String(figures.reads)];
+    for (const { row, entry, claim } of rows) args.push(String(row), encodeEntry(entry), entry.status, answeredTerms(entry), claim?.token ?? '');
+    const keysOfSettle = [keys.ledger(importId), keys.counts(importId), keys.importRecord(importId), keys.series(importId), keys.searchIndex(importId), keys.seq];
+    const { values } = await counted(settleRowsScript, keysOfSettle, args, 4 + rows.length, 3);
     const [settled = 0, total = -1, round = 0] = values;
     const codes = values.slice(4);
     const anyApplied = codes.some((a) => a === 1);
@@ -420,6 +452,43 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
     /** Import ids, newest first. */
     async listImportIds(limit = 50): Promise<string[]> {
       return redis.zrevrange(keys.imports, 0, limit - 1);
+    },
+
+    /** A page of import ids, newest first, from the index of imports by time; and how many the index holds. */
+    async importIdsPage(offset: number, limit: number): Promise<{ ids: string[]; indexed: number }> {
+      const [ids, indexed] = await Promise.all([redis.zrevrange(keys.imports, offset, offset + limit - 1), redis.zcard(keys.imports)]);
+      return { ids, indexed };
+    },
+
+    /**
+     * The record fields and counts of many imports in one pipelined read, for
+     * lists (the headers and paths are not read). Fields as stored (text),
+     * with `runState`: the state an operator left it in (paused, cancelling,
+     * cancelled), from its run-state hash; undefined for an import whose
+     * record is gone (expired).
+     */
+    async importSummaries(importIds: readonly string[]): Promise<Array<{ record: Record<string, string | undefined>; counts: ImportCounts } | undefined>> {
+      if (importIds.length === 0) return [];
+      const pipeline = redis.pipeline();
+      for (const id of importIds) pipeline.hmget(keys.importRecord(id), ...SUMMARY_FIELDS).hgetall(keys.counts(id)).hget(keys.runState(id), 'state');
+      const replies = (await pipeline.exec()) ?? [];
+      return importIds.map((_id, i) => {
+        const [recordError, fields] = replies[3 * i] ?? [];
+        const [countsError, hash] = replies[3 * i + 1] ?? [];
+        const [runError, runState] = replies[3 * i + 2] ?? [];
+        if (recordError) throw recordError;
+        if (countsError) throw countsError;
+        if (runError) throw runError;
+        const values = Array.isArray(fields) ? fields : [];
+        const record: Record<string, string | undefined> = {};
+        SUMMARY_FIELDS.forEach((field, j) => {
+          const value: unknown = values[j];
+          record[field] = typeof value === 'string' ? value : undefined;
+        });
+        record.runState = typeof runState === 'string' ? runState : undefined;
+        if (record.state === undefined) return undefined;
+        return { record, counts: countsOf(CountsHashSchema.parse(hash ?? {})) };
+      });
     },
 
     /** Import ids of the list that start with `start` (the imports of one file's bytes: its digest, forced ones after it). */
@@ -510,7 +579,7 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
 
     /** Reopens a settled row for retry; returns the new round, or undefined when it was not settled. */
     async reopenRow(importId: string, row: number, entry: LedgerEntry): Promise<number | undefined> {
-      const reply = await reopenScript.run(redis, [keys.ledger(importId), keys.counts(importId), keys.importRecord(importId), keys.matchDigests(importId), keys.findPlan(importId), keys.foundRecords(importId)], [String(row), encodeEntry(entry)]);
+      const reply = await reopenScript.run(redis, [keys.ledger(importId), keys.counts(importId), keys.importRecord(importId), keys.matchDigests(importId), keys.findPlan(importId), keys.foundRecords(importId), keys.series(importId), keys.searchIndex(importId)], [String(row), encodeEntry(entry)]);
       return typeof reply === 'number' && reply > 0 ? reply : undefined;
     },
 
@@ -521,25 +590,42 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
       return { settled, complete: settled === total, round };
     },
 
-    async addFigures(importId: string, added: Partial<RunFigures>): Promise<void> {
+    /** Adds API figures of runs that settled nothing; their 429s go into the import's series in the same call. */
+    async addFigures(importId: string, added: Partial<RunFigures>, now = Date.now()): Promise<void> {
       const figures = { ...NO_FIGURES, ...added };
       if (figures.apiCalls === 0 && figures.retries === 0 && figures.rateLimited === 0) return;
-      const key = keys.counts(importId);
-      await redis
-        .pipeline()
-        .hincrby(key, 'apiCalls', figures.apiCalls)
-        .hincrby(key, 'retries', figures.retries)
-        .hincrby(key, 'rateLimited', figures.rateLimited)
-        .hincrby(key, 'searches', figures.searches)
-        .hincrby(key, 'reads', figures.reads)
-        .exec();
+      const args = [now, figures.apiCalls, figures.retries, figures.rateLimited, figures.searches, figures.reads].map(String);
+      await addFiguresScript.run(redis, [keys.counts(importId), keys.importRecord(importId), keys.series(importId)], args);
+    },
+
+    /** The import's series hash (src/store/series.ts seriesPoints reads it). */
+    async seriesHash(importId: string): Promise<Record<string, string>> {
+      return redis.hgetall(keys.series(importId));
+    },
+
+    /** Adds rows to search terms of the import's index (digests of src/store/searchIndex.ts), in one call. */
+    async addSearchTerms(importId: string, terms: ReadonlyMap<string, readonly number[]>): Promise<void> {
+      if (terms.size === 0) return;
+      const args: Array<string | Buffer> = [];
+      for (const [digest, rows] of terms) if (rows.length > 0) args.push(digestBytes(digest), rows.join(','));
+      if (args.length > 0) await addSearchTermsScript.run(redis, [keys.searchIndex(importId)], args);
+    },
+
+    /** The stored rows of some term digests in each of some imports: one pipelined read. */
+    async searchTermRows(importIds: readonly string[], digests: readonly string[]): Promise<Array<Array<string | null>>> {
+      if (importIds.length === 0 || digests.length === 0) return importIds.map(() => []);
+      const pipeline = redis.pipeline();
+      const fields = digests.map(digestBytes);
+      for (const id of importIds) pipeline.hmget(keys.searchIndex(id), ...fields);
+      const replies = (await pipeline.exec()) ?? [];
+      return replies.map(([error, value]) => {
+        if (error) throw error;
+        return Array.isArray(value) ? value.map((v) => (typeof v === 'string' ? v : null)) : digests.map(() => null);
+      });
     },
 
     async counts(importId: string): Promise<ImportCounts> {
-      const hash = await redis.hgetall(keys.counts(importId));
-      const n = (field: string): number => Number(hash[field] ?? 0);
-      const byStatus = Object.fromEntries(ROW_STATUSES.map((s) => [s, n(s)])) as Record<RowStatus, number>;
-      return { byStatus, settled: n('settled'), apiCalls: n('apiCalls'), retries: n('retries'), rateLimited: n('rateLimited'), searches: n('searches'), reads: n('reads') };
+      return countsOf(await redis.hgetall(keys.counts(importId)));
     },
 
     /**
@@ -602,8 +688,35 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
 
   /** Every key of one import, its record first. */
   function importKeys(importId: string): string[] {
-    return [keys.importRecord(importId), keys.ledger(importId), keys.counts(importId), keys.matchDigests(importId), keys.findPlan(importId), keys.foundRecords(importId)];
+    return [keys.importRecord(importId), keys.ledger(importId), keys.counts(importId), keys.matchDigests(importId), keys.findPlan(importId), keys.foundRecords(importId), keys.series(importId), keys.searchIndex(importId)];
   }
+}
+
+/**
+ * The search terms a settled row adds (their digests end to end): the
+ * CustomerID and PaymentMethodKey the service answered, which the file may
+ * not hold (a created customer, a sign-up's card).
+ */
+function answeredTerms(entry: LedgerEntry): string | Buffer {
+  if (entry.customerId === undefined && entry.paymentMethodKey === undefined) return '';
+  let terms = '';
+  for (const id of [entry.customerId, entry.paymentMethodKey]) {
+    const term = id === undefined ? '' : idTerm(id);
+    if (term !== '') terms += termDigest(term);
+  }
+  return terms === '' ? '' : digestBytes(terms);
+}
+
+/** A counts hash as a pipelined HGETALL answers it. */
+const CountsHashSchema = z.record(z.string(), z.string());
+
+/** Record fields a list of imports reads: what the history shows. */
+const SUMMARY_FIELDS = ['id', 'file', 'kind', 'createdAt', 'state', 'total', 'round', 'lastSettledAt', 'finishedAt', 'resultsDir'] as const;
+
+function countsOf(hash: Readonly<Record<string, string>>): ImportCounts {
+  const n = (field: string): number => Number(hash[field] ?? 0);
+  const byStatus = Object.fromEntries(ROW_STATUSES.map((s) => [s, n(s)])) as Record<RowStatus, number>;
+  return { byStatus, settled: n('settled'), apiCalls: n('apiCalls'), retries: n('retries'), rateLimited: n('rateLimited'), searches: n('searches'), reads: n('reads') };
 }
 
 function numbers(reply: unknown, length: number): number[] {

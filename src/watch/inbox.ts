@@ -46,6 +46,7 @@ import type { Runtime } from '../runtime.js';
 import { inspectFile } from './complete.js';
 import { containsCardNumber, scrubCardNumbers } from './scrub.js';
 import { createFolders, freePath, isCode, kindFolder, listFiles, moveFile, watchFolders, writeTextFile, type FolderFile, type WatchFolders } from './folders.js';
+import { SubsyncError } from '../errors.js';
 
 /** How often the folders are read when not told. */
 export const DEFAULT_POLL_MS = 1_000;
@@ -111,7 +112,7 @@ interface TakenAs {
 }
 
 /** The file in processing/ is not the one taken. */
-class FileChangedError extends Error {
+class FileChangedError extends SubsyncError {
   readonly code = 'FILE_CHANGED';
 }
 

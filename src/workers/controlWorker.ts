@@ -4,10 +4,12 @@ import type { Logger } from 'pino';
 import type { ApiClient } from '../api/client.js';
 import type { ApiBudget } from '../redis/budget.js';
 import { EXPORT_JOB, runExportJob } from '../export/job.js';
+import { errorGroups } from '../import/errorGroups.js';
 import { finalizeImport } from '../import/finalize.js';
 import type { ImportStore } from '../store/importStore.js';
 import type { CustomerIndex } from '../customers/customerIndex.js';
 import type { FailureLog } from '../failureLog.js';
+import { deliverNotification, NOTIFY_JOB, type Notifier, type WebhookTarget } from '../notify/notifier.js';
 import { CONTROL_QUEUE, FINALIZE_JOB, FinalizeJobDataSchema, type Queues } from '../queue/queues.js';
 
 /** What a control job handler may use. */
@@ -30,6 +32,10 @@ export interface ControlDeps {
   retentionDays?: number;
   /** Repeated failures (a Redis outage) logged once per class and interval. */
   failures?: FailureLog;
+  /** Where finished imports and exports are told of (queued, delivered by {@link NOTIFY_JOB}). */
+  notifier?: Notifier;
+  /** SUBSYNC_WEBHOOK_URL and its secret: the notifications this worker delivers. */
+  webhook?: WebhookTarget;
 }
 
 /** One handler per control job name; the job's return value is kept as its result. */
@@ -46,6 +52,7 @@ const finalize: ControlHandler = async (job, deps) => {
     logger: deps.logger,
     retentionDays: deps.retentionDays,
     bom: deps.csvBom,
+    notifier: deps.notifier,
   });
   return files?.dir ?? 'stale round';
 };
@@ -54,6 +61,7 @@ const finalize: ControlHandler = async (job, deps) => {
 export const CONTROL_HANDLERS: Readonly<Record<string, ControlHandler>> = {
   [FINALIZE_JOB]: finalize,
   [EXPORT_JOB]: runExportJob,
+  [NOTIFY_JOB]: (job, deps) => deliverNotification(job, { ...deps, failureGroups: async (importId) => (await errorGroups(deps.store, importId)).groups }),
 };
 
 /** Runs file-level jobs: writing an import's results once it settles, exports. */

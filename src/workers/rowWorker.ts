@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { canReadBack } from '../../jobs/index.js';
-import { DelayedError, UnrecoverableError, Worker, type Job } from 'bullmq';
+import { DelayedError, RateLimitError, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { RedisClient } from '../redis/redis.js';
 import type { Logger } from 'pino';
 import type { ApiClient } from '../api/client.js';
@@ -176,7 +176,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       return await processBatch(job, token);
     } catch (error) {
       const last = error instanceof UnrecoverableError || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-      if (!last || !(error instanceof Error) || error.name === 'RateLimitError' || error.name === 'DelayedError') throw error;
+      if (!last || !(error instanceof Error) || error instanceof RateLimitError || error instanceof DelayedError) throw error;
       options.failures?.report('batch job', error);
       let handed: number;
       try {

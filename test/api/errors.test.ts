@@ -10,6 +10,7 @@ import {
   ApiUnauthorizedError,
   parseRetryAfter,
 } from '../../src/api/errors.js';
+import { SubsyncError } from '../../src/errors.js';
 
 const now = Date.parse('2026-11-22T12:00:00Z');
 
@@ -57,6 +58,17 @@ describe('ApiError.fromResponse classifies once', () => {
     expect(error.retryAfterMs).toBe(3000);
     expect(error.message).toContain('Too many requests');
     expect(error.toJSON()).toMatchObject({ code: 'API_RATE_LIMITED', retryAfterMs: 3000, status: 429 });
+  });
+
+  it("is a subsync error, whose reason is the service's words with its code and status (what a row's reason says)", () => {
+    const refused = classify(422, 'POST', 'EmailAddress is invalid');
+    expect(refused).toBeInstanceOf(SubsyncError);
+    expect(refused.codeAndStatus).toBe('API_REFUSED 422');
+    expect(refused.reason).toBe('EmailAddress is invalid (API_REFUSED 422)');
+    // Without the service's words, the message says what happened.
+    const wordless = classify(500, 'POST', undefined);
+    expect(wordless.reason).toBe(wordless.message);
+    expect(wordless.reason).toContain('500');
   });
 });
 

@@ -1,7 +1,19 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
+import { ReplyError } from 'ioredis';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { EXIT_CODES, exitReportFor } from '../../src/cli/exitCodes.js';
+import { ApiError } from '../../src/api/errors.js';
+import { CardKeyError } from '../../src/cards/crypto.js';
+import { EXIT_CODES, EXIT_OF_CODE, ImportStalledError, RowsDidNotSucceedError, errorCodeOf, exitReportFor } from '../../src/cli/exitCodes.js';
+import { ConfigError } from '../../src/config.js';
+import { ColumnMapError, CsvFormatError, FileRejectedError } from '../../src/csv/errors.js';
+import { DashboardNeedsTokenError } from '../../src/dashboard/auth.js';
+import { ERROR_CODES } from '../../src/errors.js';
+import { ExportFailedError, ExportIncompleteError } from '../../src/export/errors.js';
+import { ScheduleError } from '../../src/export/schedule.js';
+import { RetryError } from '../../src/import/retry.js';
+import { ImportNotFoundError } from '../../src/import/status.js';
+import { RedisCheckError } from '../../src/redis/redis.js';
 import { killAll, requireBuiltCli, subsync } from '../support/cli.js';
 import { envOf, startPipeline, type Pipeline } from '../support/pipeline.js';
 
@@ -46,5 +58,68 @@ describe('exit codes of files that cannot be read', () => {
     // EISDIR names no path: only when an operand is a folder.
     expect(exitReportFor(fsError('EISDIR'), ['import', '/tmp/surely-not-here.csv']).code).toBe(EXIT_CODES.failure);
     expect(exitReportFor(fsError('EISDIR'), ['import', path.dirname(import.meta.dirname)]).code).toBe(EXIT_CODES.rejectedFile);
+  });
+});
+
+describe('exit codes of the errors a command lets out, by their code', () => {
+  // The numbers are the documented ones (README, Commands), written out: a change of the table shows here.
+  const expected: Array<[string, Error, number]> = [
+    ['FILE_REJECTED', new FileRejectedError('in.csv', ['unknown column "EmailAdress" (did you mean "EmailAddress"?)']), 2],
+    ['CSV_FORMAT', new CsvFormatError('in.csv', 7, 'a quoted cell is never closed'), 2],
+    ['COLUMN_MAP', new ColumnMapError('map.json', ['not JSON']), 2],
+    ['ROWS_DID_NOT_SUCCEED', new RowsDidNotSucceedError('2 of 5 rows did not succeed: see var/results/x/errors.csv'), 3],
+    ['EXPORT_INCOMPLETE', new ExportIncompleteError('export-1', 'var/exports/export-1.manifest.json'), 3],
+    ['EXPORT_FAILED', new ExportFailedError('export-1', 'Not authorised (API_UNAUTHORIZED 401)'), 1],
+    ['RETRY_REFUSED', new RetryError('import imp-1 has no row 9'), 64],
+    ['SCHEDULE_INVALID', new ScheduleError('cron pattern "0 0 31 2 *" never fires'), 64],
+    ['IMPORT_NOT_FOUND', new ImportNotFoundError('imp-1'), 66],
+    ['REDIS_UNREACHABLE', new RedisCheckError('REDIS_UNREACHABLE', 'Redis is not reachable at redis://127.0.0.1:1 (ECONNREFUSED)'), 69],
+    ['REDIS_EVICTION', new RedisCheckError('REDIS_EVICTION', 'Redis may evict keys (maxmemory-policy allkeys-lru)'), 69],
+    ['REDIS_OOM', new ReplyError("OOM command not allowed when used memory > 'maxmemory'."), 69],
+    ['IMPORT_STALLED', new ImportStalledError('12 rows remain and no worker is running'), 75],
+    ['DASHBOARD_NEEDS_TOKEN', new DashboardNeedsTokenError('0.0.0.0'), 78],
+    ['CONFIG_INVALID', new ConfigError([{ variable: 'SUBSYNC_RATE', value: 'abc', expected: 'a positive number of requests per second' }]), 78],
+  ];
+
+  it.each(expected)('%s exits %i with one line on stderr, no stack', (code, error, exit) => {
+    expect(errorCodeOf(error)).toBe(code);
+    const report = exitReportFor(error, ['status']);
+    expect(report.code).toBe(exit);
+    expect(report.message).toMatch(/^subsync: /);
+    expect(report.message).not.toContain('    at ');
+  });
+
+  it('says what each of those means in its own words', () => {
+    expect(exitReportFor(new ImportNotFoundError('imp-1'), ['status']).message).toBe(`subsync: ${new ImportNotFoundError('imp-1').message}`);
+    expect(exitReportFor(new ReplyError("OOM command not allowed when used memory > 'maxmemory'."), ['import']).message).toMatch(/^subsync: Redis is out of memory .*this command stopped/);
+    expect(exitReportFor(new ConfigError([{ variable: 'SUBSYNC_RATE', value: 'abc', expected: 'a positive number' }]), ['worker']).message).toBe(
+      'subsync: invalid configuration (see subsync --help):\n  SUBSYNC_RATE="abc": expected a positive number',
+    );
+  });
+
+  it('prints the stack and exits 1 for a code no command is meant to let out', () => {
+    const unexpected: Error[] = [
+      ApiError.fromResponse({ endpoint: 'searchCustomers', method: 'GET', status: 401, apiMessage: 'Not authorised', retryAfter: undefined }),
+      new CardKeyError('CARD_KEY_UNKNOWN', 'card data was sealed with key id "k0", which the keyring does not hold', 'k0'),
+    ];
+    for (const error of unexpected) {
+      const report = exitReportFor(error, ['export']);
+      expect(EXIT_OF_CODE[errorCodeOf(error) ?? 'CONFIG_INVALID']).toBe('unexpected');
+      expect(report.code).toBe(1);
+      expect(report.message).toContain('    at ');
+    }
+  });
+
+  it('goes by the code, never by the words: an error that only reads like a known one is unexpected', () => {
+    for (const error of [new Error('in.csv: rejected: no header row'), Object.assign(new Error('no import x in Redis'), { code: 'IMPORT_NOT_FOUND' }), new Error('oom command not allowed')]) {
+      const report = exitReportFor(error, ['status']);
+      expect(report.code).toBe(1);
+      expect(report.message).toContain('    at ');
+    }
+  });
+
+  it('has an exit for every code, and every exit named is a documented one', () => {
+    expect(Object.keys(EXIT_OF_CODE).sort()).toEqual(Object.keys(ERROR_CODES).sort());
+    for (const exit of Object.values(EXIT_OF_CODE)) if (exit !== 'unexpected') expect(Object.keys(EXIT_CODES)).toContain(exit);
   });
 });
