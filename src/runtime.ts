@@ -151,6 +151,23 @@ export interface WorkerHandles {
   sweeper: ReturnType<typeof startSweeper>;
 }
 
+/**
+ * Sweeps the unfinished imports a rollback put in read-back mode (src/import/sweep.ts): their rows that no job
+ * will run get one, reading back first. One worker of the fleet per lock period (a lock in Redis).
+ */
+async function sweepReadBackImports(runtime: Runtime): Promise<void> {
+  const { store, queues, config, logger } = runtime;
+  const ids = new Set((await recentRollbacks(store.marks, store, 5)).flatMap((r) => r.imports));
+  if (ids.size === 0) return;
+  if ((await runtime.redis.set(store.keys.readBackSweepLock, String(process.pid), 'PX', Math.max(1000, Math.floor(config.jobLockMs * 0.9)), 'NX')) !== 'OK') return;
+  for (const id of ids) {
+    const record = await store.getImport(id);
+    if (!record || record.finishedAt !== undefined || record.readBack === undefined) continue;
+    const report = await sweepImport(store, queues, id);
+    if (report && report.requeued.length > 0) logger.warn({ importId: id, requeued: report.requeued.length }, 'read-back mode: rows without a job queued again, reading back first');
+  }
+}
+
 /** Starts the row worker (and the control worker unless `control` is false) on `runtime`. */
 export function startWorkers(
   runtime: Runtime,
@@ -192,24 +209,13 @@ export function startWorkers(
   });
   // Rows no job will run any more (a batch that could not hand them on, jobs lost) are queued again.
   const sweeper = startSweeper({ redis: runtime.redis, store: runtime.store, queues: runtime.queues, logger: runtime.logger, failures: runtime.failures }, options.sweep);
-  // After a rollback, a batch that ran on may have completed without rows whose settles Redis lost: once the
-  // jobs Redis came back with have run again (a lock period or two), the imports it touched are swept.
-  const afterRollback = new Set<NodeJS.Timeout>();
-  runtime.rollbacks.onRollback((rollback) => {
-    for (const periods of [2, 5]) {
-      const timer = setTimeout(() => {
-        afterRollback.delete(timer);
-        void (async () => {
-          for (const id of rollback.imports) {
-            const report = await sweepImport(runtime.store, runtime.queues, id);
-            if (report && report.requeued.length > 0) runtime.logger.warn({ importId: id, requeued: report.requeued.length }, 'after the rollback: rows without a job queued again, reading back first');
-          }
-        })().catch((error: unknown) => runtime.failures.report('sweep', error));
-      }, periods * runtime.config.jobLockMs);
-      timer.unref();
-      afterRollback.add(timer);
-    }
-  });
+  // After a rollback, a batch that ran on may have completed without rows whose settles Redis lost. The imports
+  // in read-back mode are swept every lock period (one worker of the fleet at a time), not only once quiet: any
+  // worker does it, whichever one detected the rollback (it may be gone).
+  const readBackSweep = setInterval(() => {
+    void sweepReadBackImports(runtime).catch((error: unknown) => runtime.failures.report('sweep', error));
+  }, runtime.config.jobLockMs);
+  readBackSweep.unref();
   const control =
     options.control === false
       ? undefined
@@ -233,7 +239,7 @@ export function startWorkers(
         });
   // Closing a worker lets its active jobs finish; the API client closes after.
   runtime.adopt(async () => {
-    for (const timer of afterRollback) clearTimeout(timer);
+    clearInterval(readBackSweep);
     await sweeper.stop();
     await Promise.all([rows.close(), control?.close()]);
   });

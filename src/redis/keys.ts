@@ -34,6 +34,8 @@ export function storeKeys(prefix: string) {
     rollbackHold: `${prefix}:rollback-hold`,
     /** List: the rollbacks detected, newest first (JSON), for status, the start check and the dashboard. */
     rollbacks: `${prefix}:rollbacks`,
+    /** String: held by the worker that sweeps the imports in read-back mode this lock period. */
+    readBackSweepLock: `${prefix}:read-back-sweep-lock`,
     /** String: held by the worker that sweeps the unfinished imports this interval (src/import/sweep.ts). */
     sweepLock: `${prefix}:sweep-lock`,
     /** The fleet-wide API budget: theoretical arrival time, and the block after a 429. */
