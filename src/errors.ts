@@ -68,6 +68,8 @@ export const ERROR_CODES = {
   ROWS_DID_NOT_SUCCEED: '`import --wait`: the import settled and some rows did not succeed',
   IMPORT_STALLED: '`import --wait`: rows remain and no worker that can run them is running',
   RETRY_REFUSED: '`retry`: the rows or the group asked for cannot be retried',
+  RUN_CONTROL_REFUSED: '`pause` or `resume` of an import that is cancelling or cancelled',
+  IMPORT_PAUSED: '`import --wait`: the import paused (its canary found too many failures, or an operator paused it)',
   EDIT_REFUSED: 'an edit of a row was refused (its `reason` says why)',
   // Rows.
   SAME_PERSON_RUNNING: "another import's row is creating the same person: this row waits for its outcome",

@@ -49,7 +49,7 @@ export const REDACTED = '[redacted]';
  * its causes' (pino joins them in), the API's words and any other field. A
  * path cannot reach a card number a service echoed into a message; this
  * does. The row's own CVC is scrubbed before the error reaches a logger
- * (src/workers/rowWorker.ts).
+ * (src/rows/protocol.ts).
  */
 export function scrubbedError(error: Error): pino.SerializedError {
   const serialized: unknown = pino.stdSerializers.err(error);

@@ -15,9 +15,12 @@
  *   person (first name, last name and email) the service already holds: not
  *   created again; the CustomerID is the one found;
  * - duplicate: a row about the same person or customer as an earlier row of
- *   the same file: never sent; the note names the earlier row.
+ *   the same file: never sent; the note names the earlier row;
+ * - cancelled: the import was cancelled before the row was sent: nothing of
+ *   it reached the service, and it is written to unprocessed.csv to be
+ *   imported again. Neither a success nor a failure.
  */
-export const ROW_STATUSES = ['created', 'updated', 'signed-up', 'reconciled', 'unchanged', 'exists', 'duplicate', 'invalid', 'failed', 'needs-review'] as const;
+export const ROW_STATUSES = ['created', 'updated', 'signed-up', 'reconciled', 'unchanged', 'exists', 'duplicate', 'invalid', 'failed', 'needs-review', 'cancelled'] as const;
 export type RowStatus = (typeof ROW_STATUSES)[number];
 
 /**
@@ -29,6 +32,11 @@ export type RowStatus = (typeof ROW_STATUSES)[number];
 export const SUCCESS_STATUSES: ReadonlySet<RowStatus> = new Set(['created', 'updated', 'signed-up', 'reconciled', 'unchanged', 'exists', 'duplicate']);
 /** Outcomes that go into errors.csv and the dashboard's list. */
 export const PROBLEM_STATUSES: ReadonlySet<RowStatus> = new Set(['invalid', 'failed', 'needs-review']);
+/**
+ * Outcomes of rows never sent because their import was stopped: neither in
+ * SUCCESS_STATUSES nor in PROBLEM_STATUSES. They go into unprocessed.csv.
+ */
+export const STOPPED_STATUSES: ReadonlySet<RowStatus> = new Set(['cancelled']);
 
 /**
  * How a row ended: the one shape of an outcome, whoever tells it (a

@@ -206,6 +206,7 @@ export function startWorkers(
     failures: runtime.failures,
     markSync: options.durableMarks === false ? undefined : runtime.markSync,
     rollbackSettled: () => runtime.rollbacks.settled(),
+    notifier: runtime.notifier,
   });
   // Rows no job will run any more (a batch that could not hand them on, jobs lost) are queued again.
   const sweeper = startSweeper({ redis: runtime.redis, store: runtime.store, queues: runtime.queues, logger: runtime.logger, failures: runtime.failures }, options.sweep);

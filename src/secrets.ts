@@ -2,7 +2,7 @@
  * Secrets out of every text subsync keeps or prints (PCI
  * DSS requirement 3): one function, {@link scrubSecrets}, applied where a
  * text is born or leaves: an API error's message (src/api/errors.ts), a
- * row's stored reason (src/workers/rowWorker.ts), the logger's `err`
+ * row's stored note (src/api/decision.ts, src/rows/protocol.ts), the logger's `err`
  * serializer (src/log.ts), the results files and the dashboard.
  *
  * What it removes:

@@ -18,6 +18,11 @@ export class ImportStalledError extends SubsyncError {
   readonly code = 'IMPORT_STALLED';
 }
 
+/** `import --wait`: the import paused (its canary found too many failures, or an operator paused it): exit 4. */
+export class ImportPausedError extends SubsyncError {
+  readonly code = 'IMPORT_PAUSED';
+}
+
 /** Every exit code subsync uses. Scripts may rely on these. */
 export const EXIT_CODES = {
   /** Done; for `import --wait`, every row succeeded. */
@@ -28,6 +33,8 @@ export const EXIT_CODES = {
   rejectedFile: 2,
   /** `import --wait`: the import settled, and some rows did not succeed; `export --wait`: the file was written but is not proven complete. */
   rowsFailed: 3,
+  /** `import --wait`: the import paused (its canary, or an operator); `subsync resume` runs it on. */
+  paused: 4,
   /** Redis is unreachable or unsuitable (sysexits EX_UNAVAILABLE). */
   unavailable: 69,
   /** No such import in Redis (`status`, `retry`), or it vanished while `import --wait` waited (sysexits EX_NOINPUT). */
@@ -80,6 +87,8 @@ export const EXIT_OF_CODE: Readonly<Record<SubsyncErrorCode, ExitOfError>> = {
   ROWS_DID_NOT_SUCCEED: 'rowsFailed',
   IMPORT_STALLED: 'stalled',
   RETRY_REFUSED: 'usage',
+  RUN_CONTROL_REFUSED: 'usage',
+  IMPORT_PAUSED: 'paused',
   // The dashboard's edit form shows it.
   EDIT_REFUSED: 'unexpected',
   // A row's transient failure: its job retries it.

@@ -19,7 +19,7 @@ import { NO_CARD_KEY_SUFFIX } from '../workers/rowWorker.js';
 import { WAIT_DEFAULTS } from '../policy.js';
 import type { Runtime } from '../runtime.js';
 import { withRuntime } from './context.js';
-import { ImportStalledError, RowsDidNotSucceedError } from './exitCodes.js';
+import { ImportPausedError, ImportStalledError, RowsDidNotSucceedError } from './exitCodes.js';
 import { parseNonEmpty } from './options.js';
 import { createProgress } from './progress.js';
 
@@ -37,7 +37,38 @@ export interface ImportFlags {
   allowDuplicates?: boolean;
   sendEmptyPasswords?: boolean;
   acceptMisdecodedText?: boolean;
+  /** `--canary N`: the first N rows run first. */
+  canary?: number;
+  /** `--canary-max-failures P`: a count, or a percentage of N ("10%"); default 0. */
+  canaryMaxFailures?: CanaryBound;
   json?: boolean;
+}
+
+/** A canary's bound as given: a count of rows, or a percentage of the canary's rows. */
+export type CanaryBound = { count: number } | { percent: number };
+
+function parseCanary(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('expected a whole number of rows, 1 or more');
+  return n;
+}
+
+function parseCanaryBound(value: string): CanaryBound {
+  const percent = /^(\d+(?:\.\d+)?)%$/.exec(value.trim());
+  if (percent) {
+    const p = Number(percent[1]);
+    if (p > 100) throw new InvalidArgumentError('expected a percentage from 0% to 100%');
+    return { percent: p };
+  }
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('expected a count of rows (0 or more) or a percentage such as 10%');
+  return { count: n };
+}
+
+/** The most canary rows that may fail before the import pauses: a percentage of the canary rounded down. */
+export function canaryMaxFailures(rows: number, bound: CanaryBound | undefined): number {
+  if (bound === undefined) return 0;
+  return 'count' in bound ? bound.count : Math.floor((rows * bound.percent) / 100);
 }
 
 function parseAttempts(value: string): number {
@@ -68,6 +99,8 @@ export function register(program: Command): void {
     .option('--allow-duplicates', 'send rows about a person the service or an earlier row already holds (by default they settle as exists or duplicate)')
     .option('--send-empty-passwords', 'let an update file without a Password column send passwords empty (the service replaces the whole record)')
     .option('--accept-misdecoded-text', 'take text that looks like UTF-8 read as Windows-1252 and saved again (Ã« for ë) as written')
+    .option('--canary <n>', 'run the first N rows first; the rest waits until they have settled, and the import pauses itself when more of them than --canary-max-failures did not succeed', parseCanary)
+    .option('--canary-max-failures <p>', 'with --canary: failures allowed among its rows, a count (3) or a percentage of N (10%); default 0', parseCanaryBound)
     .option('--json', 'one JSON object per line instead of text')
     .action(async (file: string, flags: ImportFlags) => {
       await withRuntime((runtime) => runImport(runtime, file, flags));
@@ -98,6 +131,7 @@ export async function runImport(runtime: Runtime, file: string, flags: ImportFla
       allowDuplicates: flags.allowDuplicates,
       sendEmptyPasswords: flags.sendEmptyPasswords,
       acceptMisdecodedText: flags.acceptMisdecodedText,
+      ...(flags.canary === undefined ? {} : { canary: { rows: flags.canary, maxFailures: canaryMaxFailures(flags.canary, flags.canaryMaxFailures) } }),
     },
     {
       store: runtime.store,
@@ -108,6 +142,7 @@ export async function runImport(runtime: Runtime, file: string, flags: ImportFla
       refresh: { budget, redis: runtime.redis, prefix: runtime.config.queuePrefix },
       journal: runtime.journal,
       redis: runtime.redis,
+      notifier: runtime.notifier,
       logger: runtime.logger,
       // The id comes first, before the rows are read: a long file is traceable at once.
       onImportId: (importId, kind) => print(`import id: ${importId}`, { importId, kind }),
@@ -152,6 +187,13 @@ export async function runImport(runtime: Runtime, file: string, flags: ImportFla
       }
       if (result.outcome === 'rejected') throw new FileRejectedError(file, [`--all-or-nothing: ${result.invalid} invalid row(s); nothing was enqueued`]);
       print(`${result.rows - result.invalid - result.duplicates} rows queued${result.resumed ? ' (resumed an interrupted enqueue)' : ''}`, { importId: result.importId, queued: result.rows - result.invalid - result.duplicates });
+      if (flags.canary !== undefined) {
+        const bound = canaryMaxFailures(flags.canary, flags.canaryMaxFailures);
+        print(`canary: the first ${flags.canary} rows run first; the rest waits until they have settled, and the import pauses itself if more than ${bound} of them do not succeed`, {
+          importId: result.importId,
+          canary: { rows: flags.canary, maxFailures: bound },
+        });
+      }
     }
   }
   if (!flags.wait) return undefined;
@@ -161,7 +203,13 @@ export async function runImport(runtime: Runtime, file: string, flags: ImportFla
   if (status.resultsDir) print(`results: ${status.resultsDir}`, { importId: result.importId, resultsDir: status.resultsDir });
   if (!status.allSucceeded) {
     const total = status.total ?? 0;
-    throw new RowsDidNotSucceedError(`${total - status.succeeded} of ${total} rows did not succeed: see ${status.resultsDir ?? 'the results'}/errors.csv`);
+    const cancelled = status.counts.cancelled;
+    const failed = total - status.succeeded - cancelled;
+    const parts = [
+      ...(cancelled > 0 ? [`the import was cancelled: ${cancelled} of ${total} rows were not sent (see ${status.resultsDir ?? 'the results'}/unprocessed.csv)`] : []),
+      ...(failed > 0 || cancelled === 0 ? [`${failed} of ${total} rows did not succeed: see ${status.resultsDir ?? 'the results'}/errors.csv`] : []),
+    ];
+    throw new RowsDidNotSucceedError(parts.join('; '));
   }
   return status;
 }
@@ -218,6 +266,9 @@ export async function waitForImport(runtime: Runtime, importId: string, progress
       }
       progress?.update(status);
       if (status.finished) return status;
+      if (status.runState === 'paused') {
+        throw new ImportPausedError(`import ${importId} is paused: ${status.runReason ?? 'paused'}${status.runReason?.includes('subsync resume') ? '' : `; \`subsync resume ${importId}\` runs it on`}`);
+      }
       const now = Date.now();
       if (status.settledRows !== settledRows) {
         settledRows = status.settledRows;

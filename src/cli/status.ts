@@ -40,7 +40,8 @@ export function register(program: Command): void {
         if (statuses.length === 0) process.stdout.write('no imports yet\n');
         for (const s of statuses) {
           const counts = Object.entries(s.counts).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(', ') || 'nothing settled yet';
-          const state = s.finished ? 'settled' : s.total === undefined ? 'enqueuing' : `${s.settledRows}/${s.total} settled`;
+          const progress = s.finished ? 'settled' : s.total === undefined ? 'enqueuing' : `${s.settledRows}/${s.total} settled`;
+          const state = runStateText(s, progress);
           const kept = `${s.expiresAt ? `expires ${s.expiresAt}` : 'kept until finished'}, ${formatBytes(s.memoryBytes)} in Redis`;
           process.stdout.write(`${s.importId}  ${s.kind}  ${s.file}  ${state}  ${counts}  ${s.rowsPerSecond} rows/s  ${kept}${s.resultsDir ? `  ${s.resultsDir}` : ''}\n`);
           if (s.sweep && (s.sweep.requeued.length > 0 || s.sweep.withoutCards.length > 0)) {
@@ -51,6 +52,15 @@ export function register(program: Command): void {
         }
       }),
     );
+}
+
+/** The run state beside the progress: paused (and why), cancelling, cancelled, a canary still holding the rest back. */
+export function runStateText(s: ImportStatus, progress: string): string {
+  if (s.runState === 'cancelled') return `cancelled, ${progress}`;
+  if (s.runState === 'cancelling') return `cancelling (rows already sent finish), ${progress}`;
+  if (s.runState === 'paused') return `PAUSED, ${progress}: ${s.runReason ?? 'paused'}`;
+  if (s.canary?.holding) return `canary: the first ${s.canary.rows} rows run first, ${progress}`;
+  return progress;
 }
 
 /** Bytes as a person reads them: 812 B, 40.2 KB, 3.1 MB. */

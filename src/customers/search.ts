@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ApiClient } from '../api/client.js';
-import { ApiError, ApiRateLimitedError } from '../api/errors.js';
+import { decide } from '../api/decision.js';
 import type { SearchCustomersResponse, SearchQuery } from '../api/schemas/index.js';
 import type { ApiBudget } from '../redis/budget.js';
-import { fullJitterBackoff, type BackoffBounds } from '../backoff.js';
+import type { BackoffBounds } from '../backoff.js';
 
 /** Attempts of one search page (an idempotent GET) before its reader gives up; 429s wait and do not count. */
 export const SEARCH_PAGE_ATTEMPTS = 6;
@@ -19,10 +19,11 @@ export interface SearchDeps {
 }
 
 /**
- * One search page, retried on its own: a GET changes nothing, so a
- * transient failure (network, timeout, 5xx) is tried again with full-jitter
- * backoff up to `attempts`, and a 429 waits out the fleet's budget without
- * spending one. A refusal is thrown at once.
+ * One search page, retried on its own by the one retry decision
+ * (src/api/decision.ts): a GET changes nothing, so any failure but a
+ * refusal (network, timeout, 5xx, an error that is not the API's) is tried
+ * again with full-jitter backoff up to `attempts`, and a 429 waits out the
+ * fleet's budget without spending one. A refusal is thrown at once.
  */
 export async function searchPage(deps: SearchDeps, query: SearchQuery): Promise<SearchCustomersResponse> {
   const attempts = deps.attempts ?? SEARCH_PAGE_ATTEMPTS;
@@ -30,12 +31,13 @@ export async function searchPage(deps: SearchDeps, query: SearchQuery): Promise<
     try {
       return await deps.api.searchCustomers(query);
     } catch (error) {
-      if (error instanceof ApiRateLimitedError) {
-        await deps.budget.block(error.retryAfterMs);
+      const decision = decide(error, { attempt, maxAttempts: attempts, backoff: deps.backoff ?? SEARCH_PAGE_BACKOFF });
+      if (decision.kind === 'wait-for-budget') {
+        await deps.budget.block(decision.retryAfterMs);
         continue;
       }
-      if (!(error instanceof ApiError) || !error.transient || attempt >= attempts) throw error;
-      await sleep(fullJitterBackoff(attempt, error.retryAfterMs, deps.backoff ?? SEARCH_PAGE_BACKOFF));
+      if (decision.kind !== 'retry') throw error;
+      await sleep(decision.delayMs);
       attempt++;
     }
   }

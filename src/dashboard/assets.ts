@@ -29,7 +29,8 @@ export const DASHBOARD_JS = `'use strict';
     if (reload && reload.getAttribute('data-import') === item.importId) {
       var from = reload.getAttribute('data-state');
       var when = reload.getAttribute('data-reload-when');
-      if (from !== when && item.fields.state === when) location.reload();
+      // Several states may be named: the page reloads when the import enters one of them.
+      if (from !== item.fields.state && when.split(' ').indexOf(item.fields.state) >= 0) location.reload();
     }
   }
   function poll(el) {
@@ -45,6 +46,11 @@ export const DASHBOARD_JS = `'use strict';
   }
   document.addEventListener('DOMContentLoaded', function () {
     document.querySelectorAll('[data-poll]').forEach(poll);
+    document.querySelectorAll('button[data-confirm]').forEach(function (button) {
+      button.form.addEventListener('submit', function (event) {
+        if (!window.confirm(button.getAttribute('data-confirm'))) event.preventDefault();
+      });
+    });
     document.querySelectorAll('input[data-select-all]').forEach(function (all) {
       all.addEventListener('change', function () {
         document.querySelectorAll('input[name="rows"]').forEach(function (box) { box.checked = all.checked; });
@@ -84,6 +90,12 @@ code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monosp
 .status.needs-review { background: #fff4db; color: var(--warn); }
 .status.created, .status.updated, .status.signed-up, .status.reconciled { background: #e8f5ec; color: var(--ok); }
 .status.unchanged, .status.exists, .status.duplicate { background: #eef1f5; color: var(--muted); }
+.status.cancelled { background: #f1ecfa; color: #5b3f8c; }
+.run { display: inline-block; padding: 0 .4rem; border-radius: 3px; font-weight: 600; background: #e8f5ec; color: var(--ok); }
+.run.paused { background: #fff4db; color: var(--warn); }
+.run.cancelling, .run.cancelled { background: #f1ecfa; color: #5b3f8c; }
+form.control { margin: 0; }
+button.cancel { border-color: var(--bad); color: var(--bad); }
 .problem { color: var(--bad); max-width: 32rem; }
 progress { width: 8rem; vertical-align: middle; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem; background: #fff; padding: .8rem; border: 1px solid var(--line); }

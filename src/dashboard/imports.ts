@@ -7,6 +7,7 @@ import { scrubSecrets } from '../secrets.js';
 import { alignedCells, cardFieldsOf, EditRefusedError, editAndRetryRow, lockedPaths, type CardFields, type CardInput } from '../import/edit.js';
 import { errorGroups, type ErrorGroup } from '../import/errorGroups.js';
 import { RetryError, retryGroup, retryRows, type RetryResult } from '../import/retry.js';
+import { RunControlError, cancelImport, pauseImport, resumeImport } from '../import/control.js';
 import { ImportNotFoundError, importStatus, type ImportStatus } from '../import/status.js';
 import { PROBLEM_STATUSES, ROW_STATUSES, type RowStatus } from '../outcomes.js';
 import { planOf } from '../store/plan.js';
@@ -72,15 +73,33 @@ export function liveFields(status: ImportStatus): { fields: Record<string, strin
     apiCalls: String(status.apiCalls),
     retries: String(status.retries),
     rateLimited: String(status.rateLimited),
+    runReason: status.runReason ?? '',
   };
   for (const s of ROW_STATUSES) fields[`count-${s}`] = String(status.counts[s]);
   return { fields, progress: { value: status.settledRows, max: status.total ?? status.settledRows } };
 }
 
 function stateOf(status: ImportStatus): string {
+  if (status.runState === 'cancelled' || (status.runState === 'cancelling' && status.finished)) return 'cancelled';
+  if (status.runState === 'cancelling') return 'cancelling';
   if (status.finished) return 'finished';
+  if (status.runState === 'paused') return 'paused';
+  if (status.canary?.holding && status.total !== undefined) return `canary (first ${status.canary.rows} rows)`;
   if (status.settled) return 'writing results';
   return status.total === undefined ? 'enqueuing' : 'running';
+}
+
+/** The pause, resume and cancel buttons of an import that has not finished (each a POST with the CSRF token). */
+function controls(id: string, status: ImportStatus, csrf: string): Html | undefined {
+  if (status.finished || status.runState === 'cancelling' || status.runState === 'cancelled') return undefined;
+  const paused = status.runState === 'paused' || status.canary?.holding === true;
+  const button = (action: string, label: string, extra = ''): Html => html`<form method="post" action="/imports/${id}/${action}" class="control">
+<input type="hidden" name="_csrf" value="${csrf}"><button type="submit" class="${action}" data-action="${action}"${extra === 'confirm' ? html` data-confirm="Cancel this import? Rows not yet sent will not be sent."` : undefined}>${label}</button></form>`;
+  return html`<div class="actions controls">
+${paused ? button('resume', status.runState === 'paused' ? 'Resume' : 'Run the rest now') : button('pause', 'Pause')}
+${button('cancel', 'Cancel import…', 'confirm')}
+<span class="hint">Cancel: rows not yet sent settle as cancelled and go to unprocessed.csv, to import again; rows already sent finish.</span>
+</div>`;
 }
 
 const shortId = (id: string): string => (id.length > 14 ? `${id.slice(0, 12)}…` : id);
@@ -151,7 +170,7 @@ export function importRoutes(app: FastifyInstance, ctx: DashboardContext): void 
       problems++;
     }
     const downloads = record.resultsDir !== undefined && (await exists(path.join(record.resultsDir, RESULT_FILE_NAMES.results)))
-      ? html`<p><a href="/imports/${id}/results.csv" download>Download results.csv</a> · <a href="/imports/${id}/errors.csv" download>Download errors.csv</a> <span class="hint">(every cell quoted; cells that a spreadsheet would run as a formula are prefixed with ')</span></p>`
+      ? html`<p><a href="/imports/${id}/results.csv" download>Download results.csv</a> · <a href="/imports/${id}/errors.csv" download>Download errors.csv</a>${status.counts.cancelled > 0 ? html` · <a href="/imports/${id}/unprocessed.csv" download>Download unprocessed.csv</a> (the ${status.counts.cancelled} cancelled rows, to import again; card numbers and CVCs left empty)` : undefined} <span class="hint">(every cell quoted; cells that a spreadsheet would run as a formula are prefixed with ')</span></p>`
       : html`<p class="muted">results.csv and errors.csv are written when every row has settled.</p>`;
     const pager = problems > ROWS_PER_PAGE
       ? html`<p>Rows ${offset + 1}–${Math.min(problems, offset + ROWS_PER_PAGE)} of ${problems}.
@@ -168,7 +187,7 @@ ${offset + ROWS_PER_PAGE < problems ? html`<a href="/imports/${id}?offset=${offs
 <tbody>${groups.slice(0, GROUPS_SHOWN).map((g) => groupRow(id, g))}</tbody></table>
 ${groups.length > GROUPS_SHOWN ? html`<p class="hint">${groups.length - GROUPS_SHOWN} smaller groups more: <code>subsync errors ${id}</code> lists every group.</p>` : undefined}`;
     const table = rows.length === 0
-      ? html`<p class="muted">${status.settled ? 'Every row succeeded.' : 'None so far.'}</p>`
+      ? html`<p class="muted">${!status.settled ? 'None so far.' : status.counts.cancelled > 0 ? `No row failed; ${status.counts.cancelled} row(s) were cancelled before they were sent.` : 'Every row succeeded.'}</p>`
       : html`<form method="post" action="/imports/${id}/retry">
 <input type="hidden" name="_csrf" value="${csrfFor(request)}">
 <table class="rows">
@@ -187,16 +206,18 @@ ${groups.length > GROUPS_SHOWN ? html`<p class="hint">${groups.length - GROUPS_S
 </form>`;
 
     const body = html`<div data-poll="/api/imports/${id}">
-<dl class="facts" data-import="${id}" data-state="${live.fields.state}" data-reload-when="finished">
+<dl class="facts" data-import="${id}" data-state="${live.fields.state}" data-reload-when="finished cancelled paused running">
 <dt>Import</dt><dd class="mono">${id}</dd>
 <dt>File</dt><dd>${record.file}</dd>
 <dt>Kind</dt><dd>${record.kind}</dd>
 <dt>Started</dt><dd>${when(record.createdAt)}</dd>
 <dt>Finished</dt><dd>${when(record.finishedAt)}</dd>
 <dt>Progress</dt><dd><progress data-field-progress max="${Math.max(1, live.progress.max)}" value="${live.progress.value}"></progress> <span data-field="settled">${live.fields.settled}</span> settled · <span data-field="state">${live.fields.state}</span></dd>
+<dt>State</dt><dd><span class="run ${status.runState}" data-run-state="${status.runState}">${status.runState}</span> <span class="hint" data-field="runReason">${live.fields.runReason}</span></dd>
 <dt>Rows/s</dt><dd data-field="rowsPerSecond">${live.fields.rowsPerSecond}</dd>
 <dt>API calls · retries · 429s</dt><dd><span data-field="apiCalls">${live.fields.apiCalls}</span> · <span data-field="retries">${live.fields.retries}</span> · <span data-field="rateLimited">${live.fields.rateLimited}</span></dd>
 </dl>
+${controls(id, status, csrfFor(request))}
 <h2>Outcomes</h2>
 <table data-import="${id}"><thead><tr>${ROW_STATUSES.map((s) => html`<th class="num">${statusBadge(s)}</th>`)}</tr></thead>
 <tbody><tr>${ROW_STATUSES.map((s) => html`<td class="num" data-field="count-${s}">${status.counts[s]}</td>`)}</tr></tbody></table>
@@ -207,6 +228,45 @@ ${groupTable}
 <h2>Rows that did not succeed</h2>
 ${pager}${table}`;
     return sendPage(ctx, request, reply, { title: `Import ${record.file}`, body, ...noticeOf(request.query) });
+  });
+
+  // Cancel, pause and resume (operator actions, as retries are).
+  const controlDeps = (request: FastifyRequest) => ({ store, queues, redis: ctx.runtime.redis, logger: ctx.runtime.logger, notifier: ctx.runtime.notifier, actor: actorOf(request).actor });
+  app.post('/imports/:id/cancel', { config: { role: 'operator' } }, async (request, reply) => {
+    const { id } = ImportParamsSchema.parse(request.params);
+    try {
+      const result = await cancelImport(controlDeps(request), id);
+      await recordAudit(ctx.runtime.redis, ctx.runtime.config, { ...actorOf(request), action: AUDIT_ACTIONS.cancel, target: id, details: { before: result.before, cancelled: result.cancelled, inFlight: result.inFlight } });
+      const text = result.before === 'finished'
+        ? 'the import had already finished: nothing cancelled'
+        : `cancelled: ${result.cancelled} row(s) never sent settled as cancelled (in unprocessed.csv once the results are written)${result.inFlight > 0 ? `; ${result.inFlight} row(s) already sent finish as they would have` : ''}`;
+      return redirectWithNotice(reply, `/imports/${id}`, text, 'ok');
+    } catch (error) {
+      if (!(error instanceof RunControlError || error instanceof ImportNotFoundError)) throw error;
+      return redirectWithNotice(reply, `/imports/${id}`, error.message, 'error');
+    }
+  });
+  app.post('/imports/:id/pause', { config: { role: 'operator' } }, async (request, reply) => {
+    const { id } = ImportParamsSchema.parse(request.params);
+    try {
+      const result = await pauseImport(controlDeps(request), id, 'paused from the dashboard');
+      await recordAudit(ctx.runtime.redis, ctx.runtime.config, { ...actorOf(request), action: AUDIT_ACTIONS.pause, target: id, details: { before: result.before, changed: result.changed } });
+      return redirectWithNotice(reply, `/imports/${id}`, result.changed ? 'paused: no new row starts; requests already out finish' : `nothing to pause: the import is ${result.state}`, result.changed ? 'ok' : 'error');
+    } catch (error) {
+      if (!(error instanceof RunControlError || error instanceof ImportNotFoundError)) throw error;
+      return redirectWithNotice(reply, `/imports/${id}`, error.message, 'error');
+    }
+  });
+  app.post('/imports/:id/resume', { config: { role: 'operator' } }, async (request, reply) => {
+    const { id } = ImportParamsSchema.parse(request.params);
+    try {
+      const result = await resumeImport(controlDeps(request), id);
+      await recordAudit(ctx.runtime.redis, ctx.runtime.config, { ...actorOf(request), action: AUDIT_ACTIONS.resume, target: id, details: { before: result.before, changed: result.changed } });
+      return redirectWithNotice(reply, `/imports/${id}`, result.changed ? 'resumed: its rows run on' : `nothing to resume: the import is ${result.state}`, result.changed ? 'ok' : 'error');
+    } catch (error) {
+      if (!(error instanceof RunControlError || error instanceof ImportNotFoundError)) throw error;
+      return redirectWithNotice(reply, `/imports/${id}`, error.message, 'error');
+    }
   });
 
   app.post('/imports/:id/retry', { config: { role: 'operator' } }, async (request, reply) => {
@@ -339,7 +399,7 @@ ${pager}${table}`;
     }
   });
 
-  for (const name of ['results', 'errors'] as const) {
+  for (const name of ['results', 'errors', 'unprocessed'] as const) {
     app.get(`/imports/:id/${RESULT_FILE_NAMES[name]}`, async (request, reply) => {
       const { id } = ImportParamsSchema.parse(request.params);
       const record = await store.getImport(id);

@@ -10,10 +10,11 @@
  *
  * Routes (all GET unless said):
  * - `/` imports, live progress; `/api/imports`, `/api/imports/:id` (JSON polled by the pages)
- * - `/imports/:id` an import, its activity charts and its rows that did not succeed; POST `/imports/:id/retry`
+ * - `/imports/:id` an import, its activity charts and its rows that did not succeed; POST `/imports/:id/retry`;
+ *   POST `/imports/:id/pause`, `/imports/:id/resume`, `/imports/:id/cancel` (operator actions, as retry)
  * - `/history` every import by state, a page at a time; `/find?q=` rows by email, name or id; `/api/history`
  * - `/imports/:id/rows/:row` edit a row; POST the same to save and retry it
- * - `/imports/:id/results.csv`, `/imports/:id/errors.csv` downloads (formula-escaped, every cell quoted)
+ * - `/imports/:id/results.csv`, `/imports/:id/errors.csv`, `/imports/:id/unprocessed.csv` downloads (formula-escaped, every cell quoted)
  * - `/exports`, `/exports/:name` runs, manifests, downloads; the schedule
  * - `/queue-health`, `/api/queue-health`
  * - `/audit` the audit trail (src/audit/trail.ts)

@@ -10,6 +10,11 @@ import { isRowStatus } from '../outcomes.js';
 import { planOf } from '../store/plan.js';
 import { writeImportResults, type ResultFiles, type ResultRow } from '../results/writeResults.js';
 import { isSettled, type ImportStore } from '../store/importStore.js';
+import type { RedisClient } from '../redis/redis.js';
+import { markRunCancelled } from './runState.js';
+
+/** The `_error` of a cancelled row in results.csv. */
+export const CANCELLED_NOTE = 'not sent: the import was cancelled before this row was sent; it is in unprocessed.csv';
 
 /** Where an import's results go: `<data dir>/results/<importId>/`. */
 export const resultsDirOf = (dataDir: string, importId: string): string => path.join(dataDir, 'results', importId);
@@ -31,6 +36,8 @@ export async function finalizeImport(input: {
   retentionDays?: number;
   /** SUBSYNC_CSV_BOM: results.csv and errors.csv start with a UTF-8 BOM. Default true. */
   bom?: boolean;
+  /** The store's Redis: a cancelling import becomes cancelled once its results are written. */
+  redis?: RedisClient;
   /** Told `import.finished` once the results are written (a queued job; never waited on). */
   notifier?: Notifier;
 }): Promise<ResultFiles | undefined> {
@@ -66,7 +73,7 @@ export async function finalizeImport(input: {
         attempts: entry.attempts,
         // Reasons are scrubbed where they are stored; a ledger written before that is scrubbed here.
         // (Not the candidates: customer ids from the service, which a long one would look like a card to.)
-        error: `${scrubSecrets(entry.note ?? '')}${candidates}`,
+        error: entry.status === 'cancelled' ? CANCELLED_NOTE : `${scrubSecrets(entry.note ?? '')}${candidates}`,
       };
     }
   }
@@ -77,6 +84,7 @@ export async function finalizeImport(input: {
     headers: record.headers,
     secretColumns: { cardNumber, cvc, password: password === undefined ? [] : [password] },
     rows: rows(),
+    unprocessed: counts.byStatus.cancelled > 0,
     summary: {
       importId,
       file: record.file,
@@ -102,6 +110,8 @@ export async function finalizeImport(input: {
   // Finished: its record, ledger and counts now expire (a retry takes the expiry off again).
   const retentionDays = input.retentionDays ?? DEFAULT_RETENTION_DAYS;
   await store.markFinished(importId, round, files.dir, retentionDays * 24 * 3600);
+  // A cancelling import whose rows have all settled is cancelled.
+  if (input.redis) await markRunCancelled(input.redis, store.keys, importId);
   input.logger.info({ importId, dir: files.dir, retentionDays }, 'import settled; results written');
   // One event per round that finishes (its id carries the round): a finalize run again raises the same id, queued once.
   await input.notifier?.notify({ event: 'import.finished', importId, round });

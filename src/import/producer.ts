@@ -25,6 +25,9 @@ import { personOf, rowKeys } from './rowKeys.js';
 import { rowTermDigests, searchableCells } from './searchTerms.js';
 import { scrubSecrets } from '../secrets.js';
 import { SeenKeys } from './seenKeys.js';
+import { concludeCanary } from './control.js';
+import { startCanary } from './runState.js';
+import type { Notifier } from '../notify/notifier.js';
 
 /**
  * Rows per flush: their ledger entries and invalid settles in one script call
@@ -74,6 +77,12 @@ export interface ImportRequest {
   sendEmptyPasswords?: boolean;
   /** Text that looks like UTF-8 read as Windows-1252 and saved again is meant as written (`--accept-misdecoded-text`). */
   acceptMisdecodedText?: boolean;
+  /**
+   * `--canary N [--canary-max-failures P]`: the first `rows` rows run
+   * first, the rest waits until they have settled, and the import pauses
+   * itself when more than `maxFailures` of them did not succeed.
+   */
+  canary?: { rows: number; maxFailures: number };
 }
 
 export interface OfferCheck {
@@ -105,6 +114,8 @@ export interface ProducerDeps {
    * while one enqueues returns `in-progress` instead of enqueuing beside it. Without it, no lease.
    */
   redis?: RedisClient;
+  /** Told `import.paused` when the import's canary pauses it at once (its rows all invalid). */
+  notifier?: Pick<Notifier, 'notify'>;
   /** Told the import id as soon as it is known, before any row is read. */
   onImportId?: (importId: string, kind: ImportKind) => void;
   /** For `--dry-run`'s plan and cost: the customer index, and what reading the end of the listing needs. */
@@ -150,6 +161,7 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
     throw new FileRejectedError(file, ['the file holds card data (AccountNumber/CVCode), and card data is only queued encrypted: set SUBSYNC_CARD_KEY (64 hex characters)']);
   }
   if (!deps.keyring && !request.dryRun) await refuseClearPasswords(file, plan, read);
+  if (request.canary && !deps.redis && !request.dryRun) throw new Error('a canary needs the store\'s Redis (ProducerDeps.redis)');
   // Card cells and passwords: masked in the ledger, sealed in the job data.
   const secretColumns = sealedColumnIndexes(plan);
 
@@ -280,6 +292,8 @@ async function enqueueRows(input: {
       state: 'enqueuing',
       round: 0,
     });
+    // Before any row is queued: no worker may start a row after the canary's before they have settled.
+    if (request.canary && deps.redis) await startCanary(deps.redis, store.keys, importId, request.canary.rows, request.canary.maxFailures, now());
   }
   const attempts = (existing?.options.attempts ?? request.attempts) ?? RETRY_DEFAULTS.attempts;
   log.info({ kind, resumed }, 'enqueuing');
@@ -373,6 +387,8 @@ async function enqueueRows(input: {
   const enqueued = await store.markEnqueued(importId, rows);
   // Every row may already have settled (all invalid, or fast workers): then the producer finalises.
   if (enqueued.complete) await enqueueFinalize(queues, importId, enqueued.round);
+  // The canary's rows may all have settled here (invalid, or shorter than the file said): end it now.
+  if (request.canary && deps.redis) await concludeCanary({ store, queues, redis: deps.redis, logger: log, notifier: deps.notifier }, importId);
   log.info({ rows, invalid, duplicates }, 'enqueued');
   return { outcome: 'enqueued', importId, kind, rows, invalid, duplicates, resumed, errors };
 }

@@ -5,6 +5,7 @@ import { CARD_DATA_GONE, isLive, requeueStranded } from '../queue/requeue.js';
 import type { ImportRecord, ImportStore, LedgerEntry } from '../store/importStore.js';
 import { causeOf, rowsOfGroup } from './errorGroups.js';
 import { hadPassword } from './edit.js';
+import { readRunState } from './runState.js';
 import { ImportNotFoundError } from './status.js';
 import { sweepImport } from './sweep.js';
 import { SubsyncError } from '../errors.js';
@@ -36,6 +37,7 @@ export interface RetryResult {
 export async function retryRows(store: ImportStore, queues: Queues, importId: string, only?: number): Promise<RetryResult> {
   const record = await store.getImport(importId);
   if (!record) throw new ImportNotFoundError(importId);
+  await refuseStopped(store, importId);
   const result: RetryResult = { retried: [], skipped: [] };
   const targets: Array<{ row: number; entry: LedgerEntry }> = [];
   if (only !== undefined) {
@@ -134,6 +136,7 @@ function mayCreate(entry: LedgerEntry): boolean {
 export async function retryGroup(store: ImportStore, queues: Queues, importId: string, code: string, options: { dryRun?: boolean } = {}): Promise<GroupRetryResult> {
   const record = await store.getImport(importId);
   if (!record) throw new ImportNotFoundError(importId);
+  if (!options.dryRun) await refuseStopped(store, importId);
   if (code.startsWith('invalid:')) {
     throw new RetryError(`group ${code} holds invalid rows, which retry never sends: fix them and import them again, or edit them in the dashboard`);
   }
@@ -165,4 +168,12 @@ export async function retryGroup(store: ImportStore, queues: Queues, importId: s
   }
   result.rows = result.retried.length;
   return result;
+}
+
+/** A cancelled import sends nothing more: its rows would only settle `cancelled` (its unprocessed.csv imports them again). */
+async function refuseStopped(store: ImportStore, importId: string): Promise<void> {
+  const { state } = await readRunState(store.redis, store.keys, importId);
+  if (state === 'cancelling' || state === 'cancelled') {
+    throw new RetryError(`import ${importId} is ${state}: nothing of it is sent again; import its unprocessed.csv (beside its results), or the rows to retry, as a new file`);
+  }
 }

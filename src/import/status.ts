@@ -2,6 +2,7 @@ import type { RowStatus } from '../outcomes.js';
 import { SUCCESS_STATUSES } from '../outcomes.js';
 import type { ImportStore } from '../store/importStore.js';
 import { SubsyncError } from '../errors.js';
+import { readRunState, type RunState, type RunStatus } from './runState.js';
 
 /** No import of this id in Redis: never created, or its record expired or was lost. */
 export class ImportNotFoundError extends SubsyncError {
@@ -44,12 +45,19 @@ export interface ImportStatus {
   rateLimited: number;
   /** Redis lost acknowledged writes while this import ran: since then its rows without an outcome read back before any create. */
   readBackSince: string | undefined;
+  /** running, paused, cancelling or cancelled (src/import/runState.ts); running when not asked. */
+  runState: RunState;
+  /** Why it is paused or cancelled (a canary says what it found). */
+  runReason: string | undefined;
+  /** `import --canary N`: its rows, its bound, and whether the rest is still held back. */
+  canary: { rows: number; maxFailures: number; holding: boolean } | undefined;
 }
 
 export async function importStatus(store: ImportStore, importId: string, now = Date.now()): Promise<ImportStatus | undefined> {
   const record = await store.getImport(importId);
   if (!record) return undefined;
   const counts = await store.counts(importId);
+  const run: RunStatus = await readRunState(store.redis, store.keys, importId);
   const settled = record.total !== undefined && counts.settled >= record.total;
   const succeeded = Object.entries(counts.byStatus).reduce((sum, [status, n]) => (SUCCESS_STATUSES.has(status as RowStatus) ? sum + n : sum), 0);
   const end = settled ? (record.lastSettledAt ?? now) : now;
@@ -76,5 +84,8 @@ export async function importStatus(store: ImportStore, importId: string, now = D
     retries: counts.retries,
     rateLimited: counts.rateLimited,
     readBackSince: record.readBack === undefined ? undefined : new Date(record.readBack).toISOString(),
+    runState: run.state,
+    runReason: run.reason,
+    canary: run.canaryRows === undefined ? undefined : { rows: run.canaryRows, maxFailures: run.canaryMaxFailures ?? 0, holding: run.holdFrom !== undefined },
   };
 }

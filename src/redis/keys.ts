@@ -15,6 +15,8 @@ export function storeKeys(prefix: string) {
     counts: (importId: string) => `${prefix}:import:${importId}:counts`,
     /** Hash: the import's run state (running, paused, cancelling, cancelled), why, and its canary (src/import/runState.ts). */
     runState: (importId: string) => `${prefix}:import:${importId}:run`,
+    /** Set: ids of the import's jobs put back while it was paused or held, promoted when it runs on. */
+    heldJobs: (importId: string) => `${prefix}:import:${importId}:held`,
     /** Set: the 8-byte digests of an upsert's match values (src/customers/finder.ts). */
     matchDigests: (importId: string) => `${prefix}:import:${importId}:match`,
     /** Hash: how an upsert finds its customers, and the lock of the worker deciding it. */
@@ -36,6 +38,8 @@ export function storeKeys(prefix: string) {
     rollbacks: `${prefix}:rollbacks`,
     /** String: held by the worker that sweeps the imports in read-back mode this lock period. */
     readBackSweepLock: `${prefix}:read-back-sweep-lock`,
+    /** String: set while the inbox is paused (`subsync inbox pause`): the watcher takes no new file. */
+    inboxPaused: `${prefix}:inbox:paused`,
     /** String: held by the worker that sweeps the unfinished imports this interval (src/import/sweep.ts). */
     sweepLock: `${prefix}:sweep-lock`,
     /** The fleet-wide API budget: theoretical arrival time, and the block after a 429. */

@@ -6,7 +6,12 @@
  * - `errors.csv`: only the invalid, failed and needs-review rows, in the
  *   input's own columns plus `_error`, so an operator can fix the file and
  *   drop it back into the inbox;
- * - `summary.json`: the import's counts, times and API figures.
+ * - `summary.json`: the import's counts, times and API figures;
+ * - `unprocessed.csv`, only when rows were cancelled: those rows in the
+ *   input's own header and columns and nothing else, to import again. A
+ *   card number and a CVC are never written to a file, so their cells are
+ *   empty there (the importer refuses such a row until they are filled in),
+ *   and a password is `********` as in errors.csv.
  *
  * Rows are streamed from an async iterable: memory stays flat however large
  * the import. Each file goes to a temp file in the same directory
@@ -38,7 +43,7 @@ import { finished } from 'node:stream/promises';
 import { maskCardNumber } from '../api/rules.js';
 import { escapeFormula } from './formula.js';
 import { PASSWORD_MASK } from '../secrets.js';
-import { PROBLEM_STATUSES, type ImportKind, type RowStatus } from '../outcomes.js';
+import { PROBLEM_STATUSES, STOPPED_STATUSES, type ImportKind, type RowStatus } from '../outcomes.js';
 import { syncDirectory, tempPathFor } from '../files.js';
 
 /** One settled row, as the finaliser reads it from the import's ledger. */
@@ -86,6 +91,8 @@ export interface ResultFiles {
   results: string;
   errors: string;
   summary: string;
+  /** unprocessed.csv, when the input said rows were cancelled. */
+  unprocessed?: string;
 }
 
 /** Input column indexes (0-based) holding card data, masked again on the way out. */
@@ -109,6 +116,8 @@ export interface WriteImportResultsInput {
   summary: ImportSummary;
   /** Start both CSV files with a UTF-8 BOM, for spreadsheets. Default true; false for machine consumers. */
   bom?: boolean;
+  /** Some rows were cancelled: write them to unprocessed.csv too (else any earlier one is removed). */
+  unprocessed?: boolean;
 }
 
 /** The UTF-8 byte order mark: how a spreadsheet knows a CSV file is UTF-8. */
@@ -118,7 +127,7 @@ export const UTF8_BOM = '\uFEFF';
 export const RESULT_COLUMNS = ['_row', '_status', '_customerId', '_subscriptionId', '_paymentMethodKey', '_attempts', '_error'] as const;
 /** The one outcome column appended to errors.csv. */
 export const ERROR_COLUMN = '_error';
-export const RESULT_FILE_NAMES = { results: 'results.csv', errors: 'errors.csv', summary: 'summary.json' } as const;
+export const RESULT_FILE_NAMES = { results: 'results.csv', errors: 'errors.csv', summary: 'summary.json', unprocessed: 'unprocessed.csv' } as const;
 /**
  * Owner read/write, group read: the files hold customers' personal data (names,
  * emails, addresses), so not world-readable; the group lets an operators' group
@@ -163,10 +172,11 @@ export async function writeImportResults(input: WriteImportResultsInput): Promis
     errors: path.join(dir, RESULT_FILE_NAMES.errors),
     summary: path.join(dir, RESULT_FILE_NAMES.summary),
   };
-  const temps = { results: tempPathFor(files.results), errors: tempPathFor(files.errors), summary: tempPathFor(files.summary) };
+  const unprocessed = path.join(dir, RESULT_FILE_NAMES.unprocessed);
+  const temps = { results: tempPathFor(files.results), errors: tempPathFor(files.errors), summary: tempPathFor(files.summary), ...(input.unprocessed ? { unprocessed: tempPathFor(unprocessed) } : {}) };
 
   try {
-    await writeCsvFiles(temps.results, temps.errors, input);
+    await writeCsvFiles(temps.results, temps.errors, temps.unprocessed, input);
     await writeFile(temps.summary, `${JSON.stringify(summary, null, 2)}\n`, {
       encoding: 'utf8',
       flag: 'wx',
@@ -178,36 +188,44 @@ export async function writeImportResults(input: WriteImportResultsInput): Promis
     await rm(files.summary, { force: true });
     await rename(temps.results, files.results);
     await rename(temps.errors, files.errors);
+    if (temps.unprocessed) await rename(temps.unprocessed, unprocessed);
+    else await rm(unprocessed, { force: true });
     await rename(temps.summary, files.summary);
   } catch (error) {
     await Promise.all(Object.values(temps).map((temp) => rm(temp, { force: true })));
     throw error;
   }
   await syncDirectory(dir);
-  return files;
+  return temps.unprocessed ? { ...files, unprocessed } : files;
 }
 
 /** Writes both CSV files in one pass over the rows, in chunks, honouring each file's backpressure. */
-async function writeCsvFiles(resultsPath: string, errorsPath: string, input: WriteImportResultsInput): Promise<void> {
+async function writeCsvFiles(resultsPath: string, errorsPath: string, unprocessedPath: string | undefined, input: WriteImportResultsInput): Promise<void> {
   const { headers, secretColumns, rows } = input;
   // flush: true fsyncs each file before it closes, so the writes end only
   // once the bytes are on disk and the rename can follow.
   const results = new ChunkedFile(createWriteStream(resultsPath, { flags: 'wx', mode: RESULT_FILE_MODE, flush: true }));
   const errors = new ChunkedFile(createWriteStream(errorsPath, { flags: 'wx', mode: RESULT_FILE_MODE, flush: true }));
+  const unprocessed = unprocessedPath === undefined ? undefined : new ChunkedFile(createWriteStream(unprocessedPath, { flags: 'wx', mode: RESULT_FILE_MODE, flush: true }));
+  // unprocessed.csv holds no card data at all, not even masked: its rows are to be sent again.
+  const unsent: SecretColumns = { cardNumber: [], cvc: [...secretColumns.cardNumber, ...secretColumns.cvc], password: secretColumns.password };
+  const files = unprocessed ? [results, errors, unprocessed] : [results, errors];
   try {
     const bom = input.bom === false ? '' : UTF8_BOM;
     await results.add(bom + csvRecord([...headers, ...RESULT_COLUMNS]));
     await errors.add(bom + csvRecord([...headers, ERROR_COLUMN]));
+    await unprocessed?.add(bom + csvRecord(headers));
     for await (const row of rows) {
       const cells = outputCells(row.cells, headers.length, secretColumns).map(escapeFormula);
       const error = escapeFormula(row.error);
       await results.add(csvRecord([...cells, String(row.row), row.status, row.customerId, row.subscriptionId, row.paymentMethodKey, String(row.attempts), error]));
       if (PROBLEM_STATUSES.has(row.status)) await errors.add(csvRecord([...cells, error]));
+      if (unprocessed && STOPPED_STATUSES.has(row.status)) await unprocessed.add(csvRecord(outputCells(row.cells, headers.length, unsent).map(escapeFormula)));
     }
-    await Promise.all([results.close(), errors.close()]);
+    await Promise.all(files.map((file) => file.close()));
   } catch (error) {
     // The file streams are closed before the caller removes the temp files.
-    await Promise.all([results.destroy(), errors.destroy()]);
+    await Promise.all(files.map((file) => file.destroy()));
     throw error;
   }
 }

@@ -23,16 +23,13 @@
  * Nothing here knows BullMQ: src/workers/rowWorker.ts adapts its jobs to
  * these shapes, and tests drive the protocol with ports of their own.
  */
-import type { JobName, RowOutcome, RowStatus } from '../outcomes.js';
+import type { ImportKind, JobName, RowOutcome, RowStatus } from '../outcomes.js';
+import type { RowGate } from '../import/runState.js';
 import type { RunClaim } from '../store/importStore.js';
 import { SubsyncError } from '../errors.js';
 
-/** A row that failed for good in its batch: its own job settles it so, without a request. */
-export interface RowVerdict {
-  status: 'failed' | 'needs-review';
-  note: string;
-  candidates?: readonly string[];
-}
+/** The outcome of a row that failed for good in its batch: its own job settles it so, without a request. */
+export type RowVerdict = Pick<RowOutcome, 'candidates'> & { status: 'failed' | 'needs-review'; note: string };
 
 /** A row's own job, as one run of it sees it. */
 export interface RowJobInput {
@@ -68,6 +65,8 @@ export type RowJobResult =
   | { kind: 'rate-limited' }
   /** Its mark was held (a rollback being handled) or found the row sent meanwhile: it goes again, without spending an attempt, and reads back. */
   | { kind: 'again' }
+  /** Its import is paused (or held by its canary): the row was not started, and goes back without spending an attempt. */
+  | { kind: 'held' }
   /** The attempt failed and the row has attempts left: the next, after `delayMs`. `error` is scrubbed of the row's secrets. */
   | { kind: 'retry'; error: Error; delayMs: number }
   /** The row settled without success (refused, retries ran out, or needs review): its job stays, failed, for the dashboard. */
@@ -91,6 +90,23 @@ export interface BatchResult {
   handed: number;
   skipped: number;
   deferred: number;
+  /** Rows not started because the import is paused or held by its canary: the batch goes back without spending an attempt. */
+  held: number;
+}
+
+/**
+ * What the protocol asks of an import's run state (src/import/runGate.ts)
+ * before it starts a row: go, hold (paused, or after its canary's rows) or
+ * cancel (a pending row settles `cancelled`; a `sent` one finishes).
+ */
+export interface RowRunGate {
+  gate(importId: string, row: number): Promise<RowGate>;
+  /** Settles a pending row of a cancelling import as `cancelled`; true when this call did. */
+  cancelRow(importId: string, row: number, kind?: ImportKind): Promise<boolean>;
+  /** A mark the ledger refused: when a cancel refused it, the row is cancelled here (true). */
+  refused(importId: string, row: number, kind?: ImportKind): Promise<boolean>;
+  /** Rows settled: ends the import's canary once its rows have all settled. */
+  settled(importId: string, rows: readonly number[]): Promise<void>;
 }
 
 /** A row handed from its batch to a job of its own. */

@@ -20,7 +20,7 @@ import { isSettled, outcomeOf, withOutcome, type LedgerEntry } from '../store/le
 import { coalesce, Slots } from './coalesce.js';
 import { decide, mayHaveAppliedNote, notFoundNote, provenNotApplied, reasonOf, type Decision } from '../api/decision.js';
 import { countedApi, noCalls, type CallFigures } from './figures.js';
-import { RowUnrunnableError, type BatchInput, type BatchPort, type BatchResult, type RowJobInput, type RowJobPort, type RowJobResult } from './interfaces.js';
+import { RowUnrunnableError, type BatchInput, type BatchPort, type BatchResult, type RowJobInput, type RowJobPort, type RowJobResult, type RowRunGate } from './interfaces.js';
 import { keptSecrets, openCells } from './sealed.js';
 import { CARD_DATA_GONE } from '../queue/requeue.js';
 import { SubsyncError } from '../errors.js';
@@ -53,7 +53,12 @@ export interface RowProtocolOptions {
   rollbackSettled?: () => Promise<void>;
   /** Told when a settle completed an import's round: its results are due. */
   onComplete(importId: string, round: number): Promise<void>;
+  /** Paused, held (a canary) and cancelling imports; without it every import runs. */
+  runGate?: RowRunGate;
 }
+
+/** Every import runs: the gate of a protocol given none. */
+const ALWAYS_GO: RowRunGate = { gate: async () => 'go', cancelRow: async () => false, refused: async () => false, settled: async () => undefined };
 
 export interface RowProtocol {
   /** One run of a row's own job. */
@@ -103,7 +108,11 @@ type Attempt =
    * found the row `sent` by a run this one cannot take over from what it
    * read; the row is read again, and reads back.
    */
-  | { kind: 'recheck'; held: boolean };
+  | { kind: 'recheck'; held: boolean }
+  /** The import is paused (or held by its canary): the row was not started. */
+  | { kind: 'held' }
+  /** The import is cancelling and the ledger refused to let this row be sent: it settled `cancelled`. */
+  | { kind: 'cancelled' };
 
 /** Thrown by markSent when another run settled the row meanwhile: this attempt stops before sending. */
 class RowTakenError extends SubsyncError {
@@ -162,7 +171,7 @@ function byClaim<T extends { claim: RunClaim | undefined }>(items: readonly T[])
   return [...groups.values()];
 }
 
-type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred';
+type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred' | 'held';
 
 /**
  * The life of a row, from `pending` to settled, whatever runs its jobs:
@@ -176,9 +185,9 @@ type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred';
  * - Settling is once per row (a Lua script refuses a settled row): the
  *   first run to settle wins, and a run whose `sent` mark is refused stops
  *   before sending (taken).
- * - After a failed attempt, `decide` (src/api/decision.ts) says what next: wait for
- *   the budget without spending an attempt, retry with backoff, or settle
- *   (failed, read back, needs review).
+ * - After a failed attempt, `decide` (src/api/decision.ts) says what
+ *   next: wait for the budget without spending an attempt, retry with
+ *   backoff, or settle (failed, read back, needs review).
  * - A batch runs its rows side by side and settles each that succeeds; a
  *   row that fails is handed to a job of its own, which owns the row's
  *   retries from then on (and a batch run again leaves it to that job).
@@ -191,11 +200,13 @@ type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred';
  *   leave. A card row without its sealed cells never sends: it reads back.
  *
  * Ledger writes of rows that finish in the same turn of the event loop go
- * to Redis in one script call (coalesce.ts).
+ * to Redis in one script call (coalesce.ts). docs/row-protocol.md tells
+ * the states, who writes what, and the decision as a table.
  */
 export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
   const { store, api, budget, logger } = options;
   const slots = new Slots(options.concurrency);
+  const gate = options.runGate ?? ALWAYS_GO;
   let closing = false;
   // Import records do not change once enqueued (but for counts, kept elsewhere).
   const imports = new Map<string, Promise<KnownImport | undefined>>();
@@ -260,6 +271,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       }
     });
     if (result.complete) await options.onComplete(importId, result.round);
+    await gate.settled(importId, rows.map((r) => r.row));
     return result.applied;
   });
 
@@ -300,6 +312,9 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       return markRows(importId, { row, entry, expect, claim: run.claim });
     };
     const job = ROW_JOBS[run.name];
+    // A row whose request is never marked sent (an update) is claimed instead, before it starts: a cancel
+    // leaves a claimed row to its run, and the ledger refuses the claim once the import is cancelling.
+    const claim = !job.marksSentFirst && stored.status === 'pending' && stored.claimed !== true;
     // A processor that marks itself `sent` first is marked while it is next but a few in line for a slot,
     // so its request leaves when the slot frees (markSent then waits for that write to be in Redis).
     let premarked: Promise<MarkResult> | undefined;
@@ -341,15 +356,24 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       },
     };
     try {
-      const outcome = await slots.run(async () => (closing && run.deferrable ? undefined : job.process(ctx)), premark);
-      if (outcome === undefined) {
+      const outcome = await slots.run(async () => {
+        if (closing && run.deferrable) return undefined;
+        // Asked in the slot, right before the row starts: a pause stops the rows that waited for one.
+        const verdict = await gate.gate(importId, row);
+        if (verdict === 'hold') return 'held' as const;
+        if (verdict === 'cancel' && stored.status === 'pending') throw new RowTakenError('the import is cancelling: this row is not sent');
+        if (claim && !(await write({ ...entry, claimed: true }))) throw new RowTakenError('the claim was refused: the row settled meanwhile, or the import is cancelling');
+        return job.process(ctx);
+      }, premark);
+      if (outcome === undefined || outcome === 'held') {
         // Marked early but never sent: back as it was, so its next run does not read back for nothing.
         if (premarked && (await premarked) === 'marked') await write(stored);
-        return { kind: 'deferred' };
+        return { kind: outcome === 'held' ? 'held' : 'deferred' };
       }
       return { kind: 'outcome', entry: withOutcome(entry, outcome), status: outcome.status };
     } catch (caught) {
-      if (caught instanceof RowTakenError) return { kind: 'taken' };
+      // Refused by a cancel (not by a settle elsewhere): the row is cancelled, never sent.
+      if (caught instanceof RowTakenError) return (await gate.refused(importId, row, known.record.kind)) ? { kind: 'cancelled' } : { kind: 'taken' };
       if (caught instanceof RowFencedError) return { kind: 'fenced' };
       if (caught instanceof CardCellsGoneError) return { kind: 'outcome', entry: { ...entry, status: 'failed', note: CARD_DATA_GONE }, status: 'failed' };
       if (caught instanceof RowRecheckError) return { kind: 'recheck', held: caught.held };
@@ -409,6 +433,12 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       return { kind: 'failed', outcome };
     }
     if (isSettled(stored.status)) return { kind: 'already', status: stored.status };
+    // A paused (or held) import's row goes back without spending an attempt; a cancelling one's unsent row is cancelled.
+    const verdict = await gate.gate(importId, row);
+    if (verdict === 'hold') return { kind: 'held' };
+    if (verdict === 'cancel' && stored.status === 'pending') {
+      return (await gate.cancelRow(importId, row, record.kind)) ? { kind: 'settled', status: 'cancelled' } : { kind: 'taken' };
+    }
 
     const after = input.after ?? 0;
     const attempt = after + input.attemptsMade + 1;
@@ -433,6 +463,8 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
         if (result.held) await holdOver();
         return { kind: 'again' };
       }
+      if (result.kind === 'held') return { kind: 'held' };
+      if (result.kind === 'cancelled') return { kind: 'settled', status: 'cancelled' };
       if (result.kind === 'outcome') {
         await settleRow(importId, { row, entry: result.entry, figures: runFigures(), kind: record.kind, claim: input.claim });
         figuresAdded = true;
@@ -458,9 +490,11 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       await port.sealSecrets(row, keptSecrets(input.secrets, plan, options.keyring));
       await settleRow(importId, { row, entry: settled, figures: runFigures(), kind: record.kind, claim: input.claim });
       figuresAdded = true;
-      log().info({ status: settled.status, reason: settled.note }, 'row settled without success');
       const outcome = outcomeOf(settled);
       if (!outcome) throw new Error(`import ${importId} row ${row}: a concluded row is ${settled.status}`);
+      // Read back and found: the row's job ends as any that settled well.
+      if (SUCCESS_STATUSES.has(outcome.status)) return { kind: 'settled', status: outcome.status };
+      log().info({ status: settled.status, reason: settled.note }, 'row settled without success');
       return { kind: 'failed', outcome };
     } finally {
       if (!figuresAdded) await store.addFigures(importId, runFigures());
@@ -479,7 +513,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     await store.addFigures(importId, unsettled);
     const failure = ended.find((e) => e.status === 'rejected');
     if (failure) throw failure.reason;
-    const result: BatchResult = { settled: 0, handed: 0, skipped: 0, deferred: 0 };
+    const result: BatchResult = { settled: 0, handed: 0, skipped: 0, deferred: 0, held: 0 };
     for (const e of ended) if (e.status === 'fulfilled') result[e.value]++;
     return result;
   }
@@ -523,6 +557,13 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     // retried from the dashboard): that job owns it, and its entry. Adding the job again is a no-op
     // while it is there, and makes sure it is.
     if (stored.handed) return addRowJob({ after: 1 });
+    const verdict = await gate.gate(importId, row);
+    if (verdict === 'hold') return 'held';
+    if (verdict === 'cancel' && stored.status === 'pending') {
+      await forget();
+      await gate.cancelRow(importId, row, record.kind);
+      return 'settled';
+    }
 
     const cells = openCells(stored.cells, token, options.keyring);
     // A card row whose sealed cells are gone from its batch (a Redis that lost writes brought the batch back
@@ -550,14 +591,14 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
         current = fresh;
         continue;
       }
-      if (result.kind === 'deferred') {
+      if (result.kind === 'deferred' || result.kind === 'held') {
         addTo(unsettled, figures);
-        return 'deferred';
+        return result.kind;
       }
-      if (result.kind === 'taken') {
+      if (result.kind === 'taken' || result.kind === 'cancelled') {
         addTo(unsettled, figures);
         await forget();
-        return 'skipped';
+        return result.kind === 'taken' ? 'skipped' : 'settled';
       }
       if (result.kind === 'fenced') {
         addTo(unsettled, figures);

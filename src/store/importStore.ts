@@ -151,12 +151,26 @@ reply[3] = tonumber(redis.call('HGET', KEYS[3], 'round') or '0')
 return reply
 `;
 
-// Writes unsettled entries, each unless its row has settled meanwhile, or another live run holds its
-// sent claim; with a run's token and lock (ARGV[1], ARGV[2]), none unless the run still holds its lock.
-// KEYS: ledger, seq. ARGV: token or '', lock key or '', then (row, entry JSON) per row.
-// Returns {seq, per row 1 (written), 0 (settled), 2 (another live run's claim) or 3 (the run lost its lock)}.
-const UPDATE_UNSETTLED_SCRIPT = `${IS_OPEN_LUA}${SEQ_LUA}
-local reply = {bumpSeq(KEYS[2])}
+// Lua: whether a write takes a row that is pending and unclaimed (marks it sent, or claims it) while its
+// import is cancelling: refused, so a row is either cancelled or sent, never both (src/import/runState.ts).
+const CANCEL_REFUSES_LUA = `
+local function cancelRefuses(ledger, run, row, next)
+  local state = redis.call('HGET', run, 'state')
+  if state ~= 'cancelling' and state ~= 'cancelled' then return false end
+  local n = cjson.decode(next)
+  if n.s ~= 'sent' and n.f ~= 1 then return false end
+  local current = redis.call('HGET', ledger, row)
+  if not current then return true end
+  local c = cjson.decode(current)
+  return c.s == 'pending' and c.f ~= 1
+end`;
+
+// Writes unsettled entries, each unless its row has settled meanwhile (or a cancel refuses it), or another
+// live run holds its sent claim; with a run's token and lock (ARGV[1], ARGV[2]), none unless the run still
+// holds its lock. KEYS: ledger, run state, seq. ARGV: token or '', lock key or '', then (row, entry JSON) per row.
+// Returns {seq, per row 1 (written), 0 (settled, or refused by a cancel), 2 (another live run's claim) or 3 (the run lost its lock)}.
+const UPDATE_UNSETTLED_SCRIPT = `${IS_OPEN_LUA}${CANCEL_REFUSES_LUA}${SEQ_LUA}
+local reply = {bumpSeq(KEYS[3])}
 local fenced = ARGV[2] ~= '' and redis.call('GET', ARGV[2]) ~= ARGV[1]
 for i = 3, #ARGV, 2 do
   local current = redis.call('HGET', KEYS[1], ARGV[i])
@@ -167,6 +181,8 @@ for i = 3, #ARGV, 2 do
     reply[#reply + 1] = 0
   elseif entry and claimedByOther(entry, ARGV[1]) then
     reply[#reply + 1] = 2
+  elseif cancelRefuses(KEYS[1], KEYS[2], ARGV[i], ARGV[i + 1]) then
+    reply[#reply + 1] = 0
   else
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
     reply[#reply + 1] = 1
@@ -179,10 +195,10 @@ return reply
 // detected rollback is being handled (4), when the run no longer holds its job's lock (3), when the row has
 // settled (0), or when the row is sent already and this run may not take it (2): another live run holds the
 // claim, or this run decided from a pending row (it must read back first). A run that read the row back
-// (expect 'sent') takes over the claim of a run whose lock is gone.
-// KEYS: ledger, seq, hold. ARGV: token, lock key, then (row, entry JSON, expect) per row.
+// (expect 'sent') takes over the claim of a run whose lock is gone. A cancel refuses a pending row (0).
+// KEYS: ledger, seq, hold, run state. ARGV: token, lock key, then (row, entry JSON, expect) per row.
 // Returns {seq, per row 1 (marked) or a refusal code}.
-const MARK_SENT_SCRIPT = `${IS_OPEN_LUA}${SEQ_LUA}
+const MARK_SENT_SCRIPT = `${IS_OPEN_LUA}${CANCEL_REFUSES_LUA}${SEQ_LUA}
 local reply = {bumpSeq(KEYS[2])}
 local refuse = nil
 if redis.call('EXISTS', KEYS[3]) == 1 then refuse = 4
@@ -196,11 +212,45 @@ for i = 3, #ARGV, 3 do
     reply[#reply + 1] = 0
   elseif entry and entry.s == 'sent' and entry.k ~= ARGV[1] and (ARGV[i + 2] ~= 'sent' or claimedByOther(entry, ARGV[1])) then
     reply[#reply + 1] = 2
+  elseif cancelRefuses(KEYS[1], KEYS[4], ARGV[i], ARGV[i + 1]) then
+    reply[#reply + 1] = 0
   else
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
     reply[#reply + 1] = 1
   end
 end
+return reply
+`;
+
+// Settles rows of a cancelled import as \`cancelled\`: only a row that is pending (never sent), and with
+// mode 'unclaimed' only one no worker has claimed. The entry is kept as it is but for its state.
+// KEYS: ledger, counts, record. ARGV: now, mode ('unclaimed' or 'pending'), rows.
+// Returns {settled, total, round, applied per row (1 or 0)}.
+const SETTLE_CANCELLED_SCRIPT = `
+local reply = {0, 0, 0}
+local any = false
+for i = 3, #ARGV do
+  local current = redis.call('HGET', KEYS[1], ARGV[i])
+  local applied = 0
+  if current then
+    local c = cjson.decode(current)
+    if c.s == 'pending' and c.j ~= cjson.null and (ARGV[2] == 'pending' or c.f ~= 1) then
+      local at = string.find(current, '"s":"pending"', 1, true)
+      if at then
+        redis.call('HSET', KEYS[1], ARGV[i], string.sub(current, 1, at - 1) .. '"s":"cancelled"' .. string.sub(current, at + 13))
+        redis.call('HINCRBY', KEYS[2], 'cancelled', 1)
+        redis.call('HINCRBY', KEYS[2], 'settled', 1)
+        any = true
+        applied = 1
+      end
+    end
+  end
+  reply[#reply + 1] = applied
+end
+if any then redis.call('HSET', KEYS[3], 'lastSettledAt', ARGV[1]) end
+reply[1] = tonumber(redis.call('HGET', KEYS[2], 'settled') or '0')
+reply[2] = tonumber(redis.call('HGET', KEYS[3], 'total') or '-1')
+reply[3] = tonumber(redis.call('HGET', KEYS[3], 'round') or '0')
 return reply
 `;
 
@@ -263,6 +313,7 @@ return 0
 `;
 
 const settleRowsScript = luaScript(SETTLE_ROWS_SCRIPT);
+const settleCancelledScript = luaScript(SETTLE_CANCELLED_SCRIPT);
 const addFiguresScript = luaScript(ADD_FIGURES_SCRIPT);
 const addSearchTermsScript = luaScript(ADD_SEARCH_TERMS_SCRIPT);
 const updateUnsettledScript = luaScript(UPDATE_UNSETTLED_SCRIPT);
@@ -396,7 +447,7 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
   async function updateUnsettledRows(importId: string, rows: ReadonlyArray<{ row: number; entry: LedgerEntry }>, claim?: RunClaim): Promise<boolean[]> {
     const args: string[] = [claim?.token ?? '', claim?.lockKey ?? ''];
     for (const { row, entry } of rows) args.push(String(row), encodeEntry(entry));
-    const { values } = await counted(updateUnsettledScript, [keys.ledger(importId), keys.seq], args, 1 + rows.length, 0);
+    const { values } = await counted(updateUnsettledScript, [keys.ledger(importId), keys.runState(importId), keys.seq], args, 1 + rows.length, 0);
     return values.slice(1).map((n) => n === 1);
   }
 
@@ -411,15 +462,47 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
     const args: string[] = [claim.token, claim.lockKey];
     // The claim lives in Redis only (k, l beside the entry's fields): entries read back leave it out.
     for (const { row, entry, expect } of rows) args.push(String(row), JSON.stringify({ ...(JSON.parse(encodeEntry(entry)) as object), s: 'sent', k: claim.token, l: claim.lockKey }), expect);
-    const { values, rolledBack } = await counted(markSentScript, [keys.ledger(importId), keys.seq, keys.rollbackHold], args, 1 + rows.length, 0, marks);
+    const { values, rolledBack } = await counted(markSentScript, [keys.ledger(importId), keys.seq, keys.rollbackHold, keys.runState(importId)], args, 1 + rows.length, 0, marks);
     // Marked in a Redis that has just shown it lost writes: held like any mark while the rollback is handled.
     return values.slice(1).map((n) => (rolledBack && n === 1 ? 'held' : (MARK_CODES[n] ?? 'fenced')));
+  }
+
+  /**
+   * Settles rows of a cancelling import as `cancelled`, each only when it is
+   * pending (never sent) and, with `unclaimed`, when no worker holds it: the
+   * cancel itself takes only those; a worker that finds its row's import
+   * cancelling settles the row it holds (`pending`).
+   */
+  async function settleCancelled(importId: string, rows: readonly number[], mode: 'unclaimed' | 'pending', now = Date.now()): Promise<SettleRowsResult> {
+    const reply = await settleCancelledScript.run(redis, [keys.ledger(importId), keys.counts(importId), keys.importRecord(importId)], [String(now), mode, ...rows.map(String)]);
+    const values = numbers(reply, 3 + rows.length);
+    const [settled = 0, total = -1, round = 0] = values;
+    const applied = values.slice(3).map((a) => a === 1);
+    return { applied, claimed: applied.map(() => false), settled, complete: applied.some(Boolean) && total >= 0 && settled === total, round };
   }
 
   return {
     keys,
     /** The connection sent marks go on (for the wait that makes them durable). */
     marks,
+    /** The store's connection, for modules keeping their own keys beside an import's (src/import/runState.ts). */
+    redis,
+    settleCancelled,
+
+    /** Rows that are pending and unclaimed now (a cancel's candidates), read with HSCAN: the import may still be enqueuing. */
+    async unclaimedPendingRows(importId: string): Promise<number[]> {
+      const found: number[] = [];
+      let cursor = '0';
+      do {
+        const [next, items] = await redis.hscan(keys.ledger(importId), cursor, 'COUNT', 1000);
+        cursor = next;
+        for (let i = 0; i < items.length; i += 2) {
+          const text = items[i + 1] ?? '';
+          if (text.includes('"s":"pending"') && !text.includes('"f":1')) found.push(Number(items[i]));
+        }
+      } while (cursor !== '0');
+      return [...new Set(found)].sort((a, b) => a - b);
+    },
 
     /** Creates the record unless one exists; returns the existing one when it does. */
     async createImport(record: Pick<ImportRecord, 'id' | 'file' | 'kind' | 'headers' | 'paths' | 'options' | 'createdAt' | 'state' | 'round'>): Promise<ImportRecord | undefined> {
@@ -579,7 +662,7 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
 
     /** Reopens a settled row for retry; returns the new round, or undefined when it was not settled. */
     async reopenRow(importId: string, row: number, entry: LedgerEntry): Promise<number | undefined> {
-      const reply = await reopenScript.run(redis, [keys.ledger(importId), keys.counts(importId), keys.importRecord(importId), keys.matchDigests(importId), keys.findPlan(importId), keys.foundRecords(importId), keys.series(importId), keys.searchIndex(importId)], [String(row), encodeEntry(entry)]);
+      const reply = await reopenScript.run(redis, [keys.ledger(importId), keys.counts(importId), keys.importRecord(importId), keys.matchDigests(importId), keys.findPlan(importId), keys.foundRecords(importId), keys.series(importId), keys.searchIndex(importId), keys.runState(importId)], [String(row), encodeEntry(entry)]);
       return typeof reply === 'number' && reply > 0 ? reply : undefined;
     },
 
@@ -688,7 +771,7 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
 
   /** Every key of one import, its record first. */
   function importKeys(importId: string): string[] {
-    return [keys.importRecord(importId), keys.ledger(importId), keys.counts(importId), keys.matchDigests(importId), keys.findPlan(importId), keys.foundRecords(importId), keys.series(importId), keys.searchIndex(importId)];
+    return [keys.importRecord(importId), keys.ledger(importId), keys.counts(importId), keys.matchDigests(importId), keys.findPlan(importId), keys.foundRecords(importId), keys.series(importId), keys.searchIndex(importId), keys.runState(importId), keys.heldJobs(importId)];
   }
 }
 

@@ -30,6 +30,11 @@ export interface LedgerEntry extends Omit<RowOutcome, 'status'> {
    * kept for the dashboard): a batch run again leaves the row to that job.
    */
   handed?: boolean;
+  /**
+   * Claimed: a run is attempting the row (an update, whose request is never
+   * marked `sent`), so a cancel leaves it to that run (src/import/control.ts).
+   */
+  claimed?: boolean;
 }
 
 export const UNSETTLED_STATES = ['pending', 'sent'] as const;
@@ -80,6 +85,7 @@ const StoredEntrySchema = z.object({
   pre: z.array(z.string()).optional(),
   cand: z.array(z.string()).optional(),
   h: z.literal(1).optional(),
+  f: z.literal(1).optional(),
 });
 
 /** The entry as stored: JSON of its compact form (undefined fields left out). */
@@ -97,6 +103,7 @@ export function encodeEntry(entry: LedgerEntry): string {
     pre: entry.preexisting,
     cand: entry.candidates,
     h: entry.handed ? 1 : undefined,
+    f: entry.claimed ? 1 : undefined,
   });
 }
 
@@ -112,5 +119,6 @@ export function decodeEntry(text: string): LedgerEntry {
   if (stored.pre !== undefined) entry.preexisting = stored.pre;
   if (stored.cand !== undefined) entry.candidates = stored.cand;
   if (stored.h !== undefined) entry.handed = true;
+  if (stored.f !== undefined) entry.claimed = true;
   return entry;
 }

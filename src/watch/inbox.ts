@@ -40,6 +40,7 @@ import { cleanHeader, detectKind, resolvePath } from '../csv/columns.js';
 import { ColumnMapError, CsvFormatError, FileRejectedError } from '../csv/errors.js';
 import { openCsv, readHeaders } from '../csv/reader.js';
 import { importFile } from '../import/producer.js';
+import { inboxPausedSince } from '../import/runState.js';
 import { importStatus, type ImportStatus } from '../import/status.js';
 import { IMPORT_KINDS, type ImportKind } from '../outcomes.js';
 import type { Runtime } from '../runtime.js';
@@ -443,13 +444,26 @@ export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
     }
   }
 
+  /** Since when the inbox is paused (`subsync inbox pause`), as last told; undefined when running. */
+  let pausedSince: number | undefined;
+  /** Whether to take new files this pass: not while the inbox is paused, said once when that starts and ends. */
+  async function taking(): Promise<boolean> {
+    const since = await inboxPausedSince(store.redis, store.keys);
+    if (since !== pausedSince) {
+      if (since !== undefined) log.warn({ inbox: folders.inbox, pausedAt: new Date(since).toISOString() }, 'inbox paused: new files stay in the inbox until `subsync inbox resume`; imports already taken run on');
+      else log.info({ inbox: folders.inbox }, 'inbox resumed: taking files again');
+      pausedSince = since;
+    }
+    return since === undefined;
+  }
+
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
   let passes: Promise<void> = Promise.resolve();
   const scan = (): Promise<void> => {
     passes = passes.then(async () => {
       try {
-        await takeCompleteFiles();
+        if (await taking()) await takeCompleteFiles();
         await advanceProcessing();
         await sweepCardFiles();
         await sweepFailed();

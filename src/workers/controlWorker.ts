@@ -52,6 +52,7 @@ const finalize: ControlHandler = async (job, deps) => {
     logger: deps.logger,
     retentionDays: deps.retentionDays,
     bom: deps.csvBom,
+    redis: deps.connection,
     notifier: deps.notifier,
   });
   return files?.dir ?? 'stale round';

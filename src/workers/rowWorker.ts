@@ -34,6 +34,8 @@ import {
 import { requeueStranded } from '../queue/requeue.js';
 import { fullJitterBackoff, type BackoffBounds } from '../backoff.js';
 import type { FailureLog } from '../failureLog.js';
+import { createRunGate } from '../import/runGate.js';
+import type { Notifier } from '../notify/notifier.js';
 
 export interface RowWorkerOptions {
   connection: RedisClient;
@@ -62,6 +64,8 @@ export interface RowWorkerOptions {
   markSync?: MarkSync;
   /** Resolves once no rollback is being handled by this process (src/store/rollback.ts). */
   rollbackSettled?: () => Promise<void>;
+  /** Told `import.paused` when a canary pauses its import. */
+  notifier?: Pick<Notifier, 'notify'>;
 }
 
 /** Ends a worker's name in the fleet (BullMQ's client name) when it cannot open card data. */
@@ -78,6 +82,8 @@ export const NO_CARD_KEY_SUFFIX = ':no-card-key';
  */
 export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, unknown, RowQueueJobName> {
   const { store, queues, logger } = options;
+  // Paused, held (a canary) and cancelling imports (src/import/runGate.ts).
+  const gate = createRunGate({ redis: options.connection, store, queues, logger, notifier: options.notifier });
   const protocol: RowProtocol = createRowProtocol({
     store,
     api: options.api,
@@ -93,6 +99,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     onComplete: (importId, round) => enqueueFinalize(queues, importId, round),
     markSync: options.markSync,
     rollbackSettled: options.rollbackSettled,
+    runGate: gate,
   });
   /**
    * A run's claim: the key of its job's lock and the token BullMQ holds there for this run. A run whose
@@ -141,6 +148,10 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       case 'again':
         // Nothing was sent (a held or claimed mark): back to wait, no attempt spent.
         throw Worker.RateLimitError();
+      case 'held':
+        // Paused, or after a canary still running: back, delayed, without spending an attempt.
+        await gate.hold(job, token, data.importId);
+        throw new DelayedError();
       case 'retry':
         delays.set(result.error, result.delayMs);
         throw result.error;
@@ -161,6 +172,11 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     };
     const result = await unrunnable(() => protocol.runBatch({ importId: data.importId, rows: data.rows, jobId: job.id, secrets: data.secrets, claim: claimOf(job, token) }, port));
     // Closing: the batch goes back to wait, without spending an attempt, for the rows it did not start.
+    if (result.held > 0) {
+      // Paused, or after a canary still running: the batch goes back, delayed, without spending an attempt.
+      await gate.hold(job, token, data.importId);
+      throw new DelayedError();
+    }
     if (result.deferred > 0) throw Worker.RateLimitError();
     return `${result.settled} settled, ${result.handed} handed to row jobs, ${result.skipped} already settled`;
   }

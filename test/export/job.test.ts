@@ -249,4 +249,26 @@ describe('export job', () => {
       await api.close();
     }
   });
+
+  it('a failure that is not the API\'s (the budget\'s Redis blinking before a request) retries the page, as a row would, instead of failing the run', async () => {
+    pipeline = await startPipeline({ workers: false });
+    createCustomers(pipeline.sandbox.store, 250);
+    let blinks = 1;
+    const api = createApiClient({
+      baseUrl: pipeline.sandbox.url,
+      beforeRequest: async () => {
+        if (blinks-- > 0) throw new Error('Connection is closed.');
+      },
+    });
+    const store = createExportStore(pipeline.runtime.redis, pipeline.prefix);
+    const deps = { connection: pipeline.runtime.redis, prefix: pipeline.prefix, api, budget: createBudget(pipeline.runtime.redis, pipeline.runtime.store.keys, { rate: undefined }), dataDir: pipeline.dataDir, logger: pipeline.runtime.logger };
+    try {
+      const result = await runExport({ exportId: 'blink', jobId: 'blink', request: { format: 'csv', gzip: false }, store, deps, pager: { backoff: { baseMs: 5, capMs: 20 } } });
+      expect(await readManifest(result.manifest)).toMatchObject({ complete: true, runs: 1, count: 255 });
+      expect((await readCsvRows(result.file)).slice(1)).toEqual(pipeline.sandbox.store.customers().map(expectedCsvRow));
+      expect(await store.get('blink')).toMatchObject({ retries: 1 });
+    } finally {
+      await api.close();
+    }
+  });
 });
