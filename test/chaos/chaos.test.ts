@@ -176,7 +176,22 @@ it('every row settles exactly once under faults and worker kills, and card data 
     kills++;
     await spawnWorker();
   }
-  const statuses = await until(finished, 'both imports to settle', 150_000, 200);
+  let lastTold = Date.now();
+  const statuses = await until(
+    async () => {
+      const done = await finished();
+      if (!done && Date.now() - lastTold > 15_000) {
+        lastTold = Date.now();
+        const counts = await Promise.all(ids.map((id) => runtime.store.counts(id)));
+        const jobs = await runtime.queues.rows.getJobCounts('waiting', 'active', 'delayed', 'failed', 'prioritized');
+        phase(`waiting: settled ${counts.map((c) => c.settled).join(' + ')}, row jobs ${JSON.stringify(jobs)}`);
+      }
+      return done;
+    },
+    'both imports to settle',
+    150_000,
+    200,
+  );
   phase('both imports finished');
 
   // Every row has exactly one outcome.
