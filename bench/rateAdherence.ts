@@ -31,10 +31,10 @@ export interface RateRun {
 }
 
 /** One import of `file` by three worker processes, SUBSYNC_RATE = `rate` (undefined: unset), against a sandbox limited to `limit`/s. */
-export async function rateRun(file: string, rows: number, limit: number, rate: number | undefined): Promise<RateRun> {
+export async function rateRun(file: string, rows: number, limit: number, rate: number | undefined, redisUrl?: string): Promise<RateRun> {
   // The service in its own process, as it would be: its limiter's clock does not stall with this process's work.
   const sandbox = await spawnSandbox(['--rate-limit', String(limit)]);
-  const bench = await openBenchRuntime({ apiUrl: sandbox.url });
+  const bench = await openBenchRuntime({ apiUrl: sandbox.url, ...(redisUrl === undefined ? {} : { redisUrl }) });
   const workers: Spawned[] = [];
   try {
     const env = { ...bench.env, SUBSYNC_API_URL: sandbox.url, ...(rate === undefined ? {} : { SUBSYNC_RATE: String(rate) }) };

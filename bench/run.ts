@@ -9,7 +9,8 @@
  * quicker look set BENCH_IMPORT_ROWS, BENCH_PRODUCER_SMALL,
  * BENCH_PRODUCER_LARGE, BENCH_RATE_ROWS, BENCH_EXPORT_CUSTOMERS,
  * BENCH_LATENCY_ROWS, BENCH_DURABLE_ROWS, BENCH_CUSTOMER_BASES (e.g. 10000,100000), BENCH_HISTORY_ROWS,
- * BENCH_HISTORY_IMPORTS;
+ * BENCH_HISTORY_IMPORTS, the BENCH_SHARE_* sizes of bench/shareBench.ts
+ * (BENCH_SHARE_ONLY=1,4 picks its scenarios);
  * BENCH_ONLY=import,latency runs only the steps whose
  * names hold those words. Progress goes to stderr, the table to stdout.
  * `node dist/bench/profileImport.js [ROWS]` profiles a worker during an import.
@@ -21,8 +22,10 @@ import { durableMarks } from './durableMarks.js';
 import { exportBench } from './exportBench.js';
 import { historyBench } from './historyBench.js';
 import { importThroughput, latencyTolerance } from './importThroughput.js';
+import { loadAverage, pipelineBench } from './pipeline.js';
 import { producer } from './producer.js';
 import { rateAdherence } from './rateAdherence.js';
+import { shareBench } from './shareBench.js';
 import { fmt, log, ratio, type BenchRow } from './support.js';
 
 const size = (name: string, fallback: number): number => {
@@ -70,12 +73,28 @@ await step('producer', () => producer([SIZES.producerSmall, SIZES.producerLarge]
 await step('rate adherence', () => rateAdherence(SIZES.rateRows, 200));
 await step('export', () => exportBench(SIZES.exportCustomers));
 await step('latency tolerance', () => latencyTolerance(SIZES.latencyRows, 32, 50));
+await step('pipeline: end to end against the raw loop, at 0/20/50 ms', () =>
+  pipelineBench({
+    rows: size('BENCH_PIPELINE_ROWS', 20_000),
+    latencies: process.env.BENCH_PIPELINE_LATENCIES?.split(',').map(Number).filter((n) => Number.isSafeInteger(n) && n >= 0) ?? [0, 20, 50],
+    rateRows: size('BENCH_PIPELINE_RATE_ROWS', 4_000),
+  }),
+);
 await step('customers: requests per row on a large base', () => customersBench(SIZES.customerBases));
 await step('durable marks: what the Redis settings cost', () => durableMarks(SIZES.durableRows, 32));
 await step('history and search', () => historyBench(SIZES.historyRows, SIZES.historyImports));
+await step('share of the budget between imports and the export', () =>
+  shareBench({
+    rate: size('BENCH_SHARE_RATE', 50),
+    big: size('BENCH_SHARE_BIG', 3_000),
+    customers: size('BENCH_SHARE_CUSTOMERS', 20_000),
+    exportImport: size('BENCH_SHARE_EXPORT_IMPORT', 6_000),
+  }),
+);
 
 const cpus = os.cpus();
 console.log(`machine: ${cpus.length} × ${cpus[0]?.model ?? 'cpu'}, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, Node ${process.version}, ${os.platform()} ${os.release()}`);
+console.log(`load average at the end (1, 5, 15 min): ${await loadAverage()}`);
 console.log(`command: npm run bench (node ${process.argv.slice(1).join(' ')}); whole run ${((performance.now() - started) / 1000).toFixed(0)} s`);
 console.log('| figure | subsync | baseline | baseline is | ratio | note |');
 console.log('|---|---:|---:|---|---:|---|');

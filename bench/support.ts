@@ -47,7 +47,7 @@ export async function openBenchRuntime(config: Partial<Config> = {}): Promise<Be
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'subsync-bench-'));
   const full: Config = { ...loadConfig({}), redisUrl: REDIS_URL, queuePrefix: prefix, dataDir, logLevel: 'error', ...config };
   const runtime = await openRuntime(full, createLogger({ level: full.logLevel, destination: process.stderr }));
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, REDIS_URL, SUBSYNC_QUEUE_PREFIX: prefix, SUBSYNC_DATA_DIR: dataDir, SUBSYNC_LOG_LEVEL: 'warn' };
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, REDIS_URL: full.redisUrl, SUBSYNC_QUEUE_PREFIX: prefix, SUBSYNC_DATA_DIR: dataDir, SUBSYNC_LOG_LEVEL: 'warn' };
   return {
     runtime,
     prefix,
@@ -55,14 +55,14 @@ export async function openBenchRuntime(config: Partial<Config> = {}): Promise<Be
     env,
     async close() {
       await runtime.close();
-      await deleteKeys(prefix);
+      await deleteKeys(prefix, full.redisUrl);
       await rm(dataDir, { recursive: true, force: true });
     },
   };
 }
 
-export async function deleteKeys(prefix: string): Promise<void> {
-  const redis = new Redis(REDIS_URL);
+export async function deleteKeys(prefix: string, redisUrl = REDIS_URL): Promise<void> {
+  const redis = new Redis(redisUrl);
   try {
     await deleteKeysWithPrefix(redis, prefix);
   } finally {

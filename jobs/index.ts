@@ -15,8 +15,8 @@ export interface RowJob {
   readBack?: ReadBack;
   /**
    * Without the duplicate guard, the processor's first step on a pending row
-   * is to mark it `sent`, before any request: the protocol may mark it a
-   * little early, while the row waits for a slot, and changes nothing it does.
+   * is to mark it `sent`, before any request; the protocol claims a row
+   * whose job does not (an update) before it starts instead.
    */
   marksSentFirst: boolean;
 }

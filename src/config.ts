@@ -35,6 +35,8 @@ export interface Config {
   rate?: number;
   /** SUBSYNC_CONCURRENCY: rows at the API at once per worker process (and jobs held). Default {@link DEFAULT_CONCURRENCY}. */
   concurrency: number;
+  /** SUBSYNC_EXPORT_SHARE: the export's share of the rate while imports run too (0.05 to 0.95). Default 0.4. */
+  exportShare: number;
   /** SUBSYNC_DATA_DIR as an absolute path (inbox, processing, done, failed, results, exports). Default `./var`. */
   dataDir: string;
   /** SUBSYNC_CSV_BOM: results.csv, errors.csv and CSV exports start with a UTF-8 BOM (spreadsheets then read them as UTF-8). Default true. */
@@ -145,6 +147,13 @@ export const CONFIG_VARIABLES: readonly ConfigVariable[] = [
     default: undefined,
     description: 'API requests per second for the whole fleet; unset = adaptive (backs off on 429).',
     expected: 'a positive number of requests per second',
+    secret: false,
+  },
+  {
+    name: 'SUBSYNC_EXPORT_SHARE',
+    default: '0.4',
+    description: 'Share of the rate reserved for an export while imports run too (imports have the rest; either has it all alone).',
+    expected: 'a number from 0.05 to 0.95',
     secret: false,
   },
   {
@@ -376,6 +385,7 @@ const EnvSchema = z.object({
     .transform((flag) => flag === 'true' || flag === '1' || flag === 'yes'),
   SUBSYNC_RATE: z.coerce.number().positive().finite().optional(),
   SUBSYNC_CONCURRENCY: wholeNumber,
+  SUBSYNC_EXPORT_SHARE: z.coerce.number().min(0.05).max(0.95),
   SUBSYNC_DATA_DIR: z
     .string()
     .transform((dir) => path.resolve(dir)),
@@ -514,6 +524,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadCo
     redisAcceptLoss: e.SUBSYNC_REDIS_ACCEPT_LOSS,
     rate: e.SUBSYNC_RATE,
     concurrency: e.SUBSYNC_CONCURRENCY,
+    exportShare: e.SUBSYNC_EXPORT_SHARE,
     dataDir: e.SUBSYNC_DATA_DIR,
     csvBom: e.SUBSYNC_CSV_BOM,
     cardKey: e.SUBSYNC_CARD_KEY,

@@ -44,8 +44,8 @@ export function observeApiCall(call: ApiCall): void {
   if (call.error?.code === 'API_RATE_LIMITED') apiRateLimited.inc({ endpoint: call.endpoint });
 }
 
-export function observeRowSettled(kind: ImportKind, status: RowStatus): void {
-  rowsSettled.inc({ kind, status });
+export function observeRowSettled(kind: ImportKind, status: RowStatus, rows = 1): void {
+  rowsSettled.inc({ kind, status }, rows);
 }
 
 export function observeRetry(kind: ImportKind): void {

@@ -21,6 +21,7 @@ import { createCustomerFinder } from './customers/finder.js';
 import { createNameSearch } from './customers/nameSearch.js';
 import { createFailureLog, type FailureLog } from './failureLog.js';
 import { startSweeper, sweepImport } from './import/sweep.js';
+import { startFeeder, type Feeder } from './queue/feeder.js';
 import { createNotifier, type Notifier } from './notify/notifier.js';
 
 /**
@@ -149,6 +150,8 @@ export interface WorkerHandles {
   control: Worker | undefined;
   api: ApiClient;
   sweeper: ReturnType<typeof startSweeper>;
+  /** Releases imports' batches to the rows queue in turn, while this process holds the fleet's feeder lock. */
+  feeder: Feeder;
 }
 
 /**
@@ -182,7 +185,10 @@ export function startWorkers(
     durableMarks?: boolean;
   },
 ): WorkerHandles {
-  const budget = createBudget(runtime.redis, runtime.store.keys, { rate: options.rate ?? runtime.config.rate });
+  const rate = options.rate ?? runtime.config.rate;
+  const exportShare = runtime.config.exportShare;
+  // Two classes draw from the one budget: the rows (and what they read of the customers), and the export's pages.
+  const budget = createBudget(runtime.redis, runtime.store.keys, { rate, class: 'import', exportShare });
   const api = openApi(runtime, options.apiUrl, budget);
   // What the worker's rows read of the service's customers (the index, its deltas and scans) draws from the same budget.
   const refresh = { api, budget, index: runtime.customers, redis: runtime.redis, prefix: runtime.config.queuePrefix };
@@ -217,6 +223,18 @@ export function startWorkers(
     void sweepReadBackImports(runtime).catch((error: unknown) => runtime.failures.report('sweep', error));
   }, runtime.config.jobLockMs);
   readBackSweep.unref();
+  const feeder = startFeeder({
+    redis: runtime.redis,
+    prefix: runtime.config.queuePrefix,
+    queues: runtime.queues,
+    store: runtime.store,
+    logger: runtime.logger,
+    failures: runtime.failures,
+    rate,
+    exportShare,
+    concurrency: options.concurrency,
+  });
+  const exportBudget = createBudget(runtime.redis, runtime.store.keys, { rate, class: 'export', exportShare });
   const control =
     options.control === false
       ? undefined
@@ -225,8 +243,9 @@ export function startWorkers(
           prefix: runtime.config.queuePrefix,
           store: runtime.store,
           queues: runtime.queues,
-          api,
-          budget,
+          // The control queue's API work is the export's: its own class of the budget.
+          api: openApi(runtime, options.apiUrl, exportBudget),
+          budget: exportBudget,
           dataDir: runtime.config.dataDir,
           logger: runtime.logger,
           customers: runtime.customers,
@@ -241,8 +260,9 @@ export function startWorkers(
   // Closing a worker lets its active jobs finish; the API client closes after.
   runtime.adopt(async () => {
     clearInterval(readBackSweep);
+    await feeder.close();
     await sweeper.stop();
     await Promise.all([rows.close(), control?.close()]);
   });
-  return { rows, control, api, sweeper };
+  return { rows, control, api, sweeper, feeder };
 }

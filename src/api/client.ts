@@ -93,6 +93,8 @@ export function createApiClient(options: ApiClientOptions): ApiClient {
   });
   const headers: Record<string, string> = { accept: 'application/json' };
   if (options.auth !== undefined) headers.authorization = options.auth;
+  // Made once, not per request.
+  const jsonHeaders: Record<string, string> = { ...headers, 'content-type': 'application/json' };
 
   async function call<S extends z.ZodType>(
     endpoint: Endpoint,
@@ -112,7 +114,7 @@ export function createApiClient(options: ApiClientOptions): ApiClient {
         const response = await pool.request({
           method,
           path: prefix + path,
-          headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json' },
+          headers: body === undefined ? headers : jsonHeaders,
           body: body === undefined ? undefined : JSON.stringify(body),
         });
         status = response.statusCode;

@@ -12,7 +12,7 @@ import { openApi } from '../runtime.js';
 import { requireApiUrl } from '../config.js';
 import { FileRejectedError } from '../csv/errors.js';
 import { enqueueLeaseKey, importFile, type ImportResult } from '../import/producer.js';
-import { ImportNotFoundError, importStatus, type ImportStatus } from '../import/status.js';
+import { ImportNotFoundError, importStatus, type FeedView, type ImportStatus } from '../import/status.js';
 import { sweepImport } from '../import/sweep.js';
 import { holdsCardData } from '../queue/requeue.js';
 import { NO_CARD_KEY_SUFFIX } from '../workers/rowWorker.js';
@@ -22,6 +22,7 @@ import { withRuntime } from './context.js';
 import { ImportPausedError, ImportStalledError, RowsDidNotSucceedError } from './exitCodes.js';
 import { parseNonEmpty } from './options.js';
 import { createProgress } from './progress.js';
+import { IMPORT_PRIORITIES, ImportPrioritySchema, type ImportPriority } from '../queue/feeder.js';
 
 export interface ImportFlags {
   kind?: string;
@@ -42,6 +43,8 @@ export interface ImportFlags {
   /** `--canary-max-failures P`: a count, or a percentage of N ("10%"); default 0. */
   canaryMaxFailures?: CanaryBound;
   json?: boolean;
+  /** Its weight in the turn of imports sharing the budget. */
+  priority?: ImportPriority;
 }
 
 /** A canary's bound as given: a count of rows, or a percentage of the canary's rows. */
@@ -76,6 +79,11 @@ function parseAttempts(value: string): number {
   if (!Number.isInteger(n) || n < 1 || n > 100) throw new InvalidArgumentError('expected a whole number from 1 to 100');
   return n;
 }
+export function parsePriority(value: string): ImportPriority {
+  const parsed = ImportPrioritySchema.safeParse(value);
+  if (!parsed.success) throw new InvalidArgumentError(`expected ${IMPORT_PRIORITIES.join(', ')}`);
+  return parsed.data;
+}
 function parseExpiryFormat(value: string): 'MMYY' | 'YYMM' {
   if (value !== 'MMYY' && value !== 'YYMM') throw new InvalidArgumentError('expected MMYY or YYMM');
   return value;
@@ -99,6 +107,7 @@ export function register(program: Command): void {
     .option('--allow-duplicates', 'send rows about a person the service or an earlier row already holds (by default they settle as exists or duplicate)')
     .option('--send-empty-passwords', 'let an update file without a Password column send passwords empty (the service replaces the whole record)')
     .option('--accept-misdecoded-text', 'take text that looks like UTF-8 read as Windows-1252 and saved again (Ã« for ë) as written')
+    .option('--priority <level>', 'high, normal or low: its weight (4, 2, 1) when imports take turns at the rate', parsePriority, 'normal')
     .option('--canary <n>', 'run the first N rows first; the rest waits until they have settled, and the import pauses itself when more of them than --canary-max-failures did not succeed', parseCanary)
     .option('--canary-max-failures <p>', 'with --canary: failures allowed among its rows, a count (3) or a percentage of N (10%); default 0', parseCanaryBound)
     .option('--json', 'one JSON object per line instead of text')
@@ -131,6 +140,7 @@ export async function runImport(runtime: Runtime, file: string, flags: ImportFla
       allowDuplicates: flags.allowDuplicates,
       sendEmptyPasswords: flags.sendEmptyPasswords,
       acceptMisdecodedText: flags.acceptMisdecodedText,
+      priority: flags.priority,
       ...(flags.canary === undefined ? {} : { canary: { rows: flags.canary, maxFailures: canaryMaxFailures(flags.canary, flags.canaryMaxFailures) } }),
     },
     {
@@ -197,7 +207,10 @@ export async function runImport(runtime: Runtime, file: string, flags: ImportFla
     }
   }
   if (!flags.wait) return undefined;
-  const status = await waitForImport(runtime, result.importId, flags.json ? undefined : process.stderr);
+  const status = await waitForImport(runtime, result.importId, flags.json ? undefined : process.stderr, {
+    // With --json, a line of progress (its turn at the budget included) every few seconds.
+    ...(flags.json ? { onStatus: jsonProgress((line) => out.write(line)) } : {}),
+  });
   const summary = Object.entries(status.counts).filter(([, n]) => n > 0).map(([s, n]) => `${s} ${n}`).join(', ');
   print(`settled: ${summary}`, { importId: result.importId, settled: true, counts: status.counts });
   if (status.resultsDir) print(`results: ${status.resultsDir}`, { importId: result.importId, resultsDir: status.resultsDir });
@@ -236,6 +249,20 @@ export interface WaitOptions {
   quietMs?: number;
   /** With no worker able to run the rows for this long, the wait ends with ImportStalledError. */
   giveUpMs?: number;
+  /** Told of each status read. */
+  onStatus?: (status: ImportStatus) => void;
+}
+
+/** `--wait --json`'s progress: a JSON line (rows, rate, ETA and its turn at the budget) at most every `everyMs`. */
+export function jsonProgress(write: (line: string) => void, everyMs = 5_000): (status: ImportStatus) => void {
+  let last = Date.now();
+  return (status) => {
+    const now = Date.now();
+    if (now - last < everyMs || status.finished) return;
+    last = now;
+    const { importId, settledRows, total, rowsPerSecond, schedule } = status;
+    write(`${JSON.stringify({ importId, progress: { settledRows, total, rowsPerSecond, ...(schedule ? { schedule } : {}) } })}\n`);
+  };
 }
 
 /**
@@ -247,7 +274,7 @@ export interface WaitOptions {
  * ends with ImportNotFoundError.
  */
 export async function waitForImport(runtime: Runtime, importId: string, progressTo: NodeJS.WriteStream | undefined, options: WaitOptions | number = {}): Promise<ImportStatus> {
-  const { pollMs, quietMs, giveUpMs } = { ...WAIT_DEFAULTS, ...(typeof options === 'number' ? { pollMs: options } : options) };
+  const { pollMs, quietMs, giveUpMs, onStatus } = { ...WAIT_DEFAULTS, ...(typeof options === 'number' ? { pollMs: options } : options) };
   const progress = progressTo ? createProgress(progressTo) : undefined;
   let settledRows = -1;
   let lastProgress = Date.now();
@@ -257,7 +284,7 @@ export async function waitForImport(runtime: Runtime, importId: string, progress
   let finalizeRequeued = 0;
   try {
     for (;;) {
-      const status = await importStatus(runtime.store, importId);
+      const status = await importStatus(runtime.store, importId, Date.now(), feedView(runtime));
       if (!status) {
         throw new ImportNotFoundError(
           importId,
@@ -265,6 +292,7 @@ export async function waitForImport(runtime: Runtime, importId: string, progress
         );
       }
       progress?.update(status);
+      onStatus?.(status);
       if (status.finished) return status;
       if (status.runState === 'paused') {
         throw new ImportPausedError(`import ${importId} is paused: ${status.runReason ?? 'paused'}${status.runReason?.includes('subsync resume') ? '' : `; \`subsync resume ${importId}\` runs it on`}`);
@@ -290,6 +318,9 @@ export async function waitForImport(runtime: Runtime, importId: string, progress
     progress?.end();
   }
 }
+
+/** Where the feeder keeps the turn of imports, for the schedule of a status. */
+export const feedView = (runtime: Runtime): FeedView => ({ redis: runtime.redis, prefix: runtime.config.queuePrefix, rate: runtime.config.rate });
 
 /** Sweeps a quiet import, then says why nothing will run what remains of it, or undefined when something will. */
 async function whyStuck(runtime: Runtime, importId: string, status: ImportStatus, finalizeRequeued: () => number): Promise<string | undefined> {

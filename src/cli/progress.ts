@@ -1,4 +1,4 @@
-import type { ImportStatus } from '../import/status.js';
+import { formatSeconds, turnText, type ImportStatus } from '../import/status.js';
 
 /**
  * A progress line for a person: a redrawn bar on a TTY, a plain line every
@@ -27,24 +27,31 @@ export function createBar(stream: NodeJS.WriteStream, plainEveryMs = 5_000) {
   };
 }
 
-/** Progress of an import: settled rows of the total, rows/s and ETA. */
+/** Progress of an import: settled rows of the total, its turn at the budget while it shares it, rows/s and ETA. */
 export function createProgress(stream: NodeJS.WriteStream, plainEveryMs = 5_000) {
   const bar = createBar(stream, plainEveryMs);
   return {
     update(status: ImportStatus, now = Date.now()): void {
       const total = status.total;
       const done = status.settledRows;
-      const rate = status.rowsPerSecond;
-      const eta = total !== undefined && rate > 0 ? Math.max(0, Math.round((total - done) / rate)) : undefined;
-      const text = `${done.toLocaleString('en')}/${total === undefined ? '…' : total.toLocaleString('en')} rows  ${rate.toFixed(0)} rows/s  ETA ${eta === undefined ? '…' : formatSeconds(eta)}`;
-      bar.draw(total ? done / total : undefined, text, status.settled, now);
+      bar.draw(total ? done / total : undefined, progressText(status), status.settled, now);
     },
     end: () => bar.end(),
   };
 }
 
-export function formatSeconds(seconds: number): string {
-  if (seconds < 60) return `${seconds}s`;
-  const m = Math.floor(seconds / 60);
-  return m < 60 ? `${m}m${String(seconds % 60).padStart(2, '0')}s` : `${Math.floor(m / 60)}h${String(m % 60).padStart(2, '0')}m`;
+/**
+ * `120/5,000 rows  place 2 of 3 sharing the budget, share 33%  16 rows/s  ETA 5m05s`:
+ * the turn while other imports share the budget, and the rate and ETA it gets
+ * now (measured by the feeder), else from its average since it began.
+ */
+export function progressText(status: ImportStatus): string {
+  const total = status.total;
+  const done = status.settledRows;
+  const schedule = status.schedule;
+  const rate = schedule?.rowsPerSecond ?? status.rowsPerSecond;
+  const eta = schedule ? schedule.etaSeconds : total !== undefined && rate > 0 ? Math.max(0, Math.round((total - done) / rate)) : undefined;
+  return `${done.toLocaleString('en')}/${total === undefined ? '…' : total.toLocaleString('en')} rows${turnText(status)}  ${rate.toFixed(0)} rows/s  ETA ${eta === undefined ? '…' : formatSeconds(eta)}`;
 }
+
+export { formatSeconds, turnText } from '../import/status.js';

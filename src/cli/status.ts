@@ -4,6 +4,8 @@ import { ImportNotFoundError, importStatus, type ImportStatus } from '../import/
 import { sweepImport, type SweepReport } from '../import/sweep.js';
 import { recentRollbacks, rollbackMessage } from '../store/rollback.js';
 import { withRuntime } from './context.js';
+import { feedView } from './import.js';
+import { formatSeconds, turnText } from './progress.js';
 
 export function register(program: Command): void {
   program
@@ -19,7 +21,7 @@ export function register(program: Command): void {
         for (const id of ids) {
           // One import asked for by id, unfinished: its rows that no job will run are queued again first.
           const swept = importId ? await sweepImport(runtime.store, runtime.queues, id) : undefined;
-          const status = await importStatus(runtime.store, id);
+          const status = await importStatus(runtime.store, id, Date.now(), feedView(runtime));
           if (!status && importId) throw new ImportNotFoundError(importId);
           if (!status) continue;
           const { expiresAt, bytes } = await runtime.store.footprint(id);
@@ -44,6 +46,12 @@ export function register(program: Command): void {
           const state = runStateText(s, progress);
           const kept = `${s.expiresAt ? `expires ${s.expiresAt}` : 'kept until finished'}, ${formatBytes(s.memoryBytes)} in Redis`;
           process.stdout.write(`${s.importId}  ${s.kind}  ${s.file}  ${state}  ${counts}  ${s.rowsPerSecond} rows/s  ${kept}${s.resultsDir ? `  ${s.resultsDir}` : ''}\n`);
+          if (s.schedule && !s.finished) {
+            const eta = s.schedule.etaSeconds === undefined ? '' : `, ETA ${formatSeconds(s.schedule.etaSeconds)}`;
+            const rate = s.schedule.rowsPerSecond === undefined ? '' : `, getting ${s.schedule.rowsPerSecond} rows/s`;
+            const turn = turnText(s).trim() || (s.schedule.waiting ? 'rows waiting for their turn at the budget' : 'every row released to the workers');
+            process.stdout.write(`  ${turn}${rate}${eta}\n`);
+          }
           if (s.sweep && (s.sweep.requeued.length > 0 || s.sweep.withoutCards.length > 0)) {
             process.stdout.write(`  ${s.sweep.requeued.length} row(s) had no job that would run them and were queued again${s.sweep.withoutCards.length ? `; ${s.sweep.withoutCards.length} card row(s) had lost their card data and settled failed` : ''}\n`);
           }

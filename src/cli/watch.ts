@@ -10,6 +10,8 @@ import type { Runtime } from '../runtime.js';
 import { withRuntime } from './context.js';
 import { parseNonEmpty, parseNonNegativeInt } from './options.js';
 import { waitForShutdownSignal } from './signals.js';
+import { parsePriority } from './import.js';
+import type { ImportPriority } from '../queue/feeder.js';
 
 /** The watcher's flags, shared by `watch` and `start`. */
 export interface WatchFlags {
@@ -20,6 +22,8 @@ export interface WatchFlags {
   settleMs?: number;
   /** Days; unset: SUBSYNC_FAILED_RETENTION_DAYS. */
   failedRetention?: number;
+  /** The priority of every file of this inbox in the turn of imports (an urgent inbox: its own watcher with `--priority high`). */
+  priority?: ImportPriority;
 }
 
 /** Declares the watcher's flags on `command` (`watch` and `start` take the same). */
@@ -29,6 +33,7 @@ export function addWatchOptions(command: Command): Command {
     .option('--card-retention <seconds>', 'how long a processed file holding card data (signups, cards) stays in done/ before it is deleted', parseNonNegativeInt, 0)
     .option('--poll-ms <ms>', 'how often the inbox is read, in milliseconds', parsePollMs, DEFAULT_POLL_MS)
     .option('--failed-retention <days>', 'how long rejected files and their error files stay in failed/, in days (default: SUBSYNC_FAILED_RETENTION_DAYS, 30)', parseDays)
+    .option('--priority <level>', "high, normal or low: the weight of this inbox's files when imports take turns at the rate (run a watcher per inbox for an urgent one)", parsePriority, 'normal')
     .option('--settle-ms <ms>', 'how long a file must stay unchanged (size and mtime) before it is taken, in milliseconds (default: SUBSYNC_INBOX_SETTLE_MS, 5000)', parseNonNegativeInt);
 }
 
@@ -54,6 +59,7 @@ export async function startWatcherFor(runtime: Runtime, flags: WatchFlags): Prom
     settleMs: flags.settleMs ?? runtime.config.inboxSettleMs,
     cardRetentionMs: flags.cardRetention * 1000,
     failedRetentionMs: (flags.failedRetention ?? runtime.config.failedRetentionDays) * 86_400_000,
+    priority: flags.priority,
   });
   runtime.adopt(() => watcher.close());
   return watcher;

@@ -27,6 +27,7 @@ import type { RedisClient } from '../redis/redis.js';
 import { luaScript } from '../redis/script.js';
 import type { Customer } from '../api/schemas/index.js';
 import { digestOf, fieldKey, identityKey } from './identity.js';
+import { coalesce } from '../redis/coalesce.js';
 
 /** What kind of key an index lookup is for: `i`dentity, or a field's value. */
 export type KeyKind = 'i' | string;
@@ -37,6 +38,8 @@ const META_CACHE_MS = 250;
 const ENTRIES_PER_BUCKET = 50;
 /** Room left for the customers created after a full build, before the next one resizes. */
 const GROWTH_ROOM = 1.25;
+/** Customers written to the index per script call. */
+const WRITE_CHUNK = 500;
 /** Fields indexed beside the identity unless an import asks for more. */
 export const DEFAULT_INDEXED_FIELDS: readonly string[] = ['EmailAddress'];
 
@@ -103,13 +106,41 @@ end
 return #KEYS
 `;
 
-// Claims an identity for a row about to create it. KEYS: claims. ARGV: digest, claimant.
-// Returns the claimant holding it (this one when the claim is new or its own).
+// Claims identities for rows about to create them. KEYS: claims. ARGV: (digest, claimant) per row.
+// Returns, per row, the claimant holding it (this one when the claim is new or its own).
 const CLAIM_SCRIPT = `
-local current = redis.call('HGET', KEYS[1], ARGV[1])
-if current then return current end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-return ARGV[2]
+local reply = {}
+for i = 1, #ARGV, 2 do
+  local current = redis.call('HGET', KEYS[1], ARGV[i])
+  if not current then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+    current = ARGV[i + 1]
+  end
+  reply[#reply + 1] = current
+end
+return reply
+`;
+
+// After creates: the customers' keys added to the index (as ADD_SCRIPT), and the creating rows'
+// claims released (as RELEASE_SCRIPT). KEYS: claims, then one bucket per key added.
+// ARGV: the number of claims R, R × (digest, claimant), then (digest, CustomerID) per bucket.
+const CREATED_SCRIPT = `
+local releases = tonumber(ARGV[1])
+for i = 1, releases do
+  local digest, claimant = ARGV[2 * i], ARGV[2 * i + 1]
+  if redis.call('HGET', KEYS[1], digest) == claimant then redis.call('HDEL', KEYS[1], digest) end
+end
+local base = 1 + 2 * releases
+for i = 2, #KEYS do
+  local field, id = ARGV[base + 2 * (i - 1) - 1], ARGV[base + 2 * (i - 1)]
+  local current = redis.call('HGET', KEYS[i], field)
+  if not current then
+    redis.call('HSET', KEYS[i], field, id)
+  elseif not string.find(',' .. current .. ',', ',' .. id .. ',', 1, true) then
+    redis.call('HSET', KEYS[i], field, current .. ',' .. id)
+  end
+end
+return #KEYS - 1
 `;
 
 // Releases a claim if this claimant holds it. KEYS: claims. ARGV: digest, claimant.
@@ -132,6 +163,7 @@ const addScript = luaScript(ADD_SCRIPT);
 const moveEndScript = luaScript(MOVE_END_SCRIPT);
 const removeScript = luaScript(REMOVE_SCRIPT);
 const claimScript = luaScript(CLAIM_SCRIPT);
+const createdScript = luaScript(CREATED_SCRIPT);
 const releaseScript = luaScript(RELEASE_SCRIPT);
 
 /** The keys a customer carries in an index with these fields. */
@@ -157,16 +189,47 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
   const bucketKey = (gen: number, buckets: number, kind: KeyKind, digest: Buffer): string => `${prefix}:cix:${gen}:${kind}:${digest.readUInt32BE(0) % buckets}`;
 
   async function write(script: typeof addScript, target: { gen: number; buckets: number; fields: readonly string[] }, customers: ReadonlyArray<Parameters<typeof keysOf>[0] & { CustomerID: string }>): Promise<void> {
-    const keys: string[] = [];
+    // In calls of at most WRITE_CHUNK customers: a delta read during a long import brings tens of
+    // thousands, and one script over all of them would hold Redis for as long.
+    for (let first = 0; first < customers.length; first += WRITE_CHUNK) {
+      const keys: string[] = [];
+      const args: Array<Buffer | string> = [];
+      for (const customer of customers.slice(first, first + WRITE_CHUNK)) {
+        for (const { kind, digest } of keysOf(customer, target.fields)) {
+          keys.push(bucketKey(target.gen, target.buckets, kind, digest));
+          args.push(digest, customer.CustomerID);
+        }
+      }
+      if (keys.length > 0) await script.run(redis, keys, args);
+    }
+  }
+
+  // Claims made in the same turn of the event loop (the rows of a batch start together) go in one call.
+  const claim = coalesce<{ digest: Buffer; claimant: string }, string>(async (_key, claims) => {
     const args: Array<Buffer | string> = [];
-    for (const customer of customers) {
-      for (const { kind, digest } of keysOf(customer, target.fields)) {
-        keys.push(bucketKey(target.gen, target.buckets, kind, digest));
-        args.push(digest, customer.CustomerID);
+    for (const c of claims) args.push(c.digest, c.claimant);
+    const reply = await claimScript.run(redis, [claimsKey], args);
+    if (!Array.isArray(reply) || reply.length !== claims.length) throw new Error(`unexpected reply from the claim script: ${String(reply)}`);
+    return reply.map((holder) => (Buffer.isBuffer(holder) ? holder.toString() : String(holder)));
+  });
+  // So do the index writes of creates answered in the same turn, with their claims' release.
+  const created = coalesce<{ customer: Customer; key: string; claimant: string }, void>(async (_key, rows) => {
+    const current = await meta();
+    // No index: nothing to add, and the claims stay (with their rows' outcomes, they are what tells a later import).
+    if (!current) return rows.map(() => undefined);
+    const keys: string[] = [claimsKey];
+    const releases: Array<Buffer | string> = [String(rows.length)];
+    const adds: Array<Buffer | string> = [];
+    for (const { customer, key, claimant } of rows) {
+      releases.push(digestOf(key), claimant);
+      for (const { kind, digest } of keysOf(customer, current.fields)) {
+        keys.push(bucketKey(current.gen, current.buckets, kind, digest));
+        adds.push(digest, customer.CustomerID);
       }
     }
-    if (keys.length > 0) await script.run(redis, keys, args);
-  }
+    await createdScript.run(redis, keys, [...releases, ...adds]);
+    return rows.map(() => undefined);
+  });
 
   async function readMeta(): Promise<IndexMeta | undefined> {
     const hash = await redis.hgetall(metaKey);
@@ -288,6 +351,13 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
     /** The same, by the keys' digests. */
     async lookupDigests(current: IndexMeta, kind: KeyKind, digests: readonly Buffer[]): Promise<string[][]> {
       if (digests.length === 0) return [];
+      if (digests.length === 1) {
+        // A create's own lookup: one command, which joins the connection's auto-pipeline (an explicit
+        // pipeline is a socket write of its own, once per row).
+        const [digest] = digests as [Buffer];
+        const value = await redis.hgetBuffer(bucketKey(current.gen, current.buckets, kind, digest), digest);
+        return [value === null ? [] : value.toString('latin1').split(',')];
+      }
       const pipeline = redis.pipeline();
       for (const digest of digests) pipeline.hgetBuffer(bucketKey(current.gen, current.buckets, kind, digest), digest);
       const replies = (await pipeline.exec()) ?? [];
@@ -303,8 +373,17 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
      * row's). Released once the row settles.
      */
     async claimIdentity(key: string, claimant: string): Promise<string> {
-      const reply = await claimScript.run(redis, [claimsKey], [digestOf(key), claimant]);
-      return typeof reply === 'string' ? reply : Buffer.isBuffer(reply) ? reply.toString() : String(reply);
+      return claim('', { digest: digestOf(key), claimant });
+    },
+
+    /**
+     * After a create: the customer's keys go into the index, and the
+     * claimant's claim on `key` is released (the index answers for the
+     * person now), in one call for the creates answered together. Without
+     * an index, neither: the claim is kept.
+     */
+    async created(customer: Customer, key: string, claimant: string): Promise<void> {
+      await created('', { customer, key, claimant });
     },
 
     async releaseIdentity(key: string, claimant: string): Promise<void> {

@@ -75,7 +75,8 @@ export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportS
     const { after } = asOf;
     // The requests count for the row that made them (its import's figures).
     const refresh = { ...deps.refresh, api };
-    const meta = (await currentIndex(refresh, after)) ?? (await decideBuild(importId, after, refresh));
+    // Read ahead with the process's own client: those pages are no row's requests.
+    const meta = (await currentIndex(refresh, after, asOf.fresh ? undefined : deps.refresh)) ?? (await decideBuild(importId, after, refresh));
     if (meta) {
       const [ids = []] = await deps.index.lookup(meta, 'i', [identityKey(person)]);
       return ids;
@@ -123,9 +124,8 @@ export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportS
     },
 
     async created(customer, person, claimant) {
-      await deps.index.remember([customer]);
       // Kept when there is no index: the claim, with its row's outcome, is then what tells a later import.
-      if (await deps.index.meta()) await deps.index.releaseIdentity(identityKey(person), claimant);
+      await deps.index.created(customer, identityKey(person), claimant);
     },
   };
 }

@@ -51,7 +51,22 @@ export function fieldKey(field: string, value: string): string {
 /** Bytes of a key's digest: 64 bits, so a million keys collide with a chance of about 3 in 100 million. */
 export const DIGEST_BYTES = 8;
 
-/** A key's digest: the first 8 bytes of its SHA-256. Stable across processes and machines. */
+/**
+ * A key's digest: the first 8 bytes of its SHA-256. Stable across processes
+ * and machines. The same buffer may be answered for the same key: never
+ * write into it.
+ */
 export function digestOf(key: string): Buffer {
-  return createHash('sha256').update(key).digest().subarray(0, DIGEST_BYTES);
+  let digest = recentDigests.get(key);
+  if (digest === undefined) {
+    digest = createHash('sha256').update(key).digest().subarray(0, DIGEST_BYTES);
+    // A create asks for its identity's digest four times (its claim, the index read, the index write, the claim's release).
+    if (recentDigests.size >= RECENT_DIGESTS) recentDigests.clear();
+    recentDigests.set(key, digest);
+  }
+  return digest;
 }
+
+/** Digests kept for keys asked again soon (the rows running in a process at once, many times over). */
+const RECENT_DIGESTS = 4096;
+const recentDigests = new Map<string, Buffer>();

@@ -222,14 +222,24 @@ export async function buildIfCheaper(deps: RefreshDeps, rows: number): Promise<I
  * by this process or by another that holds the lock (this one then waits for
  * it). Undefined when no usable index exists (none, not append-only, or
  * stale): then the caller searches instead.
+ *
+ * With `ahead` (the deps to read with, outside any row), an index past half
+ * its allowed age has its delta read in the background while it still
+ * serves: during a long import the delta (every customer created since,
+ * this import's own included) is then never waited for by every row at once.
  */
-export async function currentIndex(deps: RefreshDeps, after: number): Promise<IndexMeta | undefined> {
-  const token = randomBytes(8).toString('hex');
+export async function currentIndex(deps: RefreshDeps, after: number, ahead?: RefreshDeps): Promise<IndexMeta | undefined> {
   const lockKey = `${deps.prefix}:cix:lock`;
   for (;;) {
     const meta = await deps.index.meta();
     if (!meta?.appendOnly || meta.refreshedAt === 0) return undefined;
-    if (meta.refreshedAt >= after) return meta;
+    if (meta.refreshedAt >= after) {
+      const now = (deps.now ?? Date.now)();
+      if (ahead && meta.refreshedAt < now - (now - after) / 2) readAhead(ahead);
+      return meta;
+    }
+    // (Made only here: every create asks, and nearly all find the index current.)
+    const token = randomBytes(8).toString('hex');
     if ((await deps.redis.set(lockKey, token, 'PX', DELTA_LOCK_MS, 'NX')) === 'OK') {
       try {
         const outcome = await refreshDelta(deps);
@@ -242,4 +252,26 @@ export async function currentIndex(deps: RefreshDeps, after: number): Promise<In
     }
     await sleep(DELTA_WAIT_MS);
   }
+}
+
+/** Delta reads this process has under way in the background, by index. */
+const readingAhead = new WeakMap<object, Promise<void>>();
+
+/** Reads the delta in the background, once per process at a time, and only while no other process is at it (the lock). */
+function readAhead(deps: RefreshDeps): void {
+  if (readingAhead.has(deps.index)) return;
+  const lockKey = `${deps.prefix}:cix:lock`;
+  const token = randomBytes(8).toString('hex');
+  const reading = (async () => {
+    if ((await deps.redis.set(lockKey, token, 'PX', DELTA_LOCK_MS, 'NX')) !== 'OK') return;
+    try {
+      await refreshDelta(deps);
+    } finally {
+      if ((await deps.redis.get(lockKey)) === token) await deps.redis.del(lockKey);
+    }
+  })()
+    // A failed read ahead changes nothing: the index ages, and the row that finds it too old reads the delta itself.
+    .catch(() => undefined)
+    .finally(() => readingAhead.delete(deps.index));
+  readingAhead.set(deps.index, reading);
 }

@@ -8,7 +8,7 @@ import { alignedCells, cardFieldsOf, EditRefusedError, editAndRetryRow, lockedPa
 import { errorGroups, type ErrorGroup } from '../import/errorGroups.js';
 import { RetryError, retryGroup, retryRows, type RetryResult } from '../import/retry.js';
 import { RunControlError, cancelImport, pauseImport, resumeImport } from '../import/control.js';
-import { ImportNotFoundError, importStatus, type ImportStatus } from '../import/status.js';
+import { ImportNotFoundError, formatSeconds, importStatus, turnText, type ImportStatus } from '../import/status.js';
 import { PROBLEM_STATUSES, ROW_STATUSES, type RowStatus } from '../outcomes.js';
 import { planOf } from '../store/plan.js';
 import { RESULT_FILE_NAMES } from '../results/writeResults.js';
@@ -69,7 +69,7 @@ export function liveFields(status: ImportStatus): { fields: Record<string, strin
     state: stateOf(status),
     settled: `${status.settledRows}/${status.total ?? '?'}`,
     outcomes,
-    rowsPerSecond: String(status.rowsPerSecond),
+    rowsPerSecond: String(status.schedule?.rowsPerSecond ?? status.rowsPerSecond),
     apiCalls: String(status.apiCalls),
     retries: String(status.retries),
     rateLimited: String(status.rateLimited),
@@ -86,7 +86,11 @@ function stateOf(status: ImportStatus): string {
   if (status.runState === 'paused') return 'paused';
   if (status.canary?.holding && status.total !== undefined) return `canary (first ${status.canary.rows} rows)`;
   if (status.settled) return 'writing results';
-  return status.total === undefined ? 'enqueuing' : 'running';
+  if (status.total === undefined) return 'enqueuing';
+  // While other imports share the budget: its place and share, and the ETA at the rate it gets.
+  const turn = turnText(status).trim();
+  const eta = status.schedule?.etaSeconds === undefined ? '' : ` · ETA ${formatSeconds(status.schedule.etaSeconds)}`;
+  return `running${turn ? ` · ${turn}` : ''}${eta}`;
 }
 
 /** The pause, resume and cancel buttons of an import that has not finished (each a POST with the CSRF token). */
@@ -108,10 +112,12 @@ const statusBadge = (s: string): Html => html`<span class="status ${s}">${s}</sp
 
 export function importRoutes(app: FastifyInstance, ctx: DashboardContext): void {
   const { store, queues, keyring } = ctx.runtime;
+  // The imports' turn at the budget, for the schedule of an unfinished import.
+  const feed = { redis: ctx.runtime.redis, prefix: ctx.runtime.config.queuePrefix, rate: ctx.runtime.config.rate };
 
   async function recentStatuses(): Promise<ImportStatus[]> {
     const ids = await store.listImportIds(LISTED_IMPORTS);
-    const statuses = await Promise.all(ids.map((id) => importStatus(store, id)));
+    const statuses = await Promise.all(ids.map((id) => importStatus(store, id, Date.now(), feed)));
     return statuses.filter((s): s is ImportStatus => s !== undefined);
   }
 
@@ -149,7 +155,7 @@ export function importRoutes(app: FastifyInstance, ctx: DashboardContext): void 
 
   app.get('/api/imports/:id', async (request, reply) => {
     const { id } = ImportParamsSchema.parse(request.params);
-    const status = await importStatus(store, id);
+    const status = await importStatus(store, id, Date.now(), feed);
     if (!status) return reply.code(404).send({ error: `no import ${id}` });
     return { imports: [{ importId: id, ...liveFields(status), status }] };
   });
@@ -158,7 +164,7 @@ export function importRoutes(app: FastifyInstance, ctx: DashboardContext): void 
     const { id } = ImportParamsSchema.parse(request.params);
     const { offset } = PageQuerySchema.parse(request.query);
     const record = await recordOr404(request, reply, id);
-    const status = record && (await importStatus(store, id));
+    const status = record && (await importStatus(store, id, Date.now(), feed));
     if (!record || !status) return reply;
     const live = liveFields(status);
     const plan = planOf(record);

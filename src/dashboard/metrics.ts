@@ -3,6 +3,8 @@ import { metricsRegistry } from '../metrics.js';
 import { ROW_STATUSES } from '../outcomes.js';
 import type { Runtime } from '../runtime.js';
 import { QUEUE_STATES } from './health.js';
+import { budgetUse } from '../redis/budget.js';
+import { importSchedule, runningImports } from '../queue/feeder.js';
 
 /** How many of the most recent imports `subsync_import_rows` sums. */
 export const METRICS_IMPORTS = 1000;
@@ -21,6 +23,11 @@ export const METRICS_IMPORTS = 1000;
  *   fleet's work, where the counters only know their own process's);
  * - `subsync_import_api_requests{kind}`: the requests of those imports as
  *   searches, reads (of one record) and writes;
+ * - `subsync_api_budget_requests{class}` and `_class_active{class}`: the
+ *   budget's use by the imports and by the export;
+ * - `subsync_import_budget_requests{import_id}` and
+ *   `subsync_import_rows_per_second{import_id}`: each running import's use
+ *   (the label set is the imports running now, so it stays small);
  * - `subsync_customer_index_customers` and `_age_seconds`: the customer
  *   index's size and how long since it was last current (-1: not current).
  *
@@ -70,6 +77,55 @@ export function createScrape(runtime: Runtime): { contentType: string; metrics()
     async collect() {
       const until = Number((await redis.get(store.keys.budgetBlockedUntil)) ?? 0);
       this.set(Math.max(0, until - Date.now()) / 1000);
+    },
+  });
+
+  new Gauge({
+    name: 'subsync_api_budget_requests',
+    help: 'Requests the fleet drew from the API budget, by class (import: rows and what they read of the customers; export: its pages), since the budget was last idle for ten minutes',
+    labelNames: ['class'] as const,
+    registers: [registry],
+    async collect() {
+      const use = await budgetUse(redis, store.keys);
+      this.set({ class: 'import' }, use.import);
+      this.set({ class: 'export' }, use.export);
+    },
+  });
+
+  new Gauge({
+    name: 'subsync_api_budget_class_active',
+    help: 'Whether a class draws from the API budget now (1) or not (0); while both do, the export has SUBSYNC_EXPORT_SHARE of the rate',
+    labelNames: ['class'] as const,
+    registers: [registry],
+    async collect() {
+      const use = await budgetUse(redis, store.keys);
+      this.set({ class: 'import' }, use.importActive ? 1 : 0);
+      this.set({ class: 'export' }, use.exportActive ? 1 : 0);
+    },
+  });
+
+  new Gauge({
+    name: 'subsync_import_budget_requests',
+    help: 'API requests of each import still running (its use of the budget); an import leaves the set when it finishes',
+    labelNames: ['import_id'] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const id of await runningImports(redis, queues.prefix)) this.set({ import_id: id }, (await store.counts(id)).apiCalls);
+    },
+  });
+
+  new Gauge({
+    name: 'subsync_import_rows_per_second',
+    help: 'Rows/s each running import settles lately, as the feeder measures it (its share of the budget, in rows)',
+    labelNames: ['import_id'] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const id of await runningImports(redis, queues.prefix)) {
+        const schedule = await importSchedule(redis, queues.prefix, id);
+        if (schedule.rowsPerSecond !== undefined) this.set({ import_id: id }, schedule.rowsPerSecond);
+      }
     },
   });
 

@@ -16,6 +16,7 @@ import { SubsyncError } from '../errors.js';
 import type { Notifier } from '../notify/notifier.js';
 import { SUCCESS_STATUSES } from '../outcomes.js';
 import { RowBatchDataSchema, batchJobId, batchOf, enqueueFinalize, type Queues } from '../queue/queues.js';
+import { dropBacklog } from '../queue/feeder.js';
 import type { RedisClient } from '../redis/redis.js';
 import { isSettled, type ImportStore } from '../store/importStore.js';
 import { ImportNotFoundError } from './status.js';
@@ -85,6 +86,8 @@ export async function cancelImport(deps: ControlDeps, importId: string): Promise
     if (result.complete) await enqueueFinalize(queues, importId, result.round);
   }
   await dropIdleBatches(store, queues, importId, rows);
+  // The batches still waiting for their turn (their rows were never sent, so all settled cancelled above) go too.
+  await dropBacklog(queues.redis, queues.prefix, importId);
   const after = await recordOf(store, importId);
   const inFlight = after.record.total === undefined ? 0 : after.record.total - after.settled;
   deps.logger?.info({ importId, cancelled, inFlight }, 'import cancelled: its unsent rows settled as cancelled');

@@ -17,7 +17,8 @@ import { scanCsvBytes, showsRounding } from '../csv/scan.js';
 import { PASSWORD, cellOf, maskCells, passwordColumn, sealedColumnIndexes, secretColumnIndexes, secretValues, validateRow, type RowError, type RowOptions } from '../csv/rows.js';
 import type { ImportKind, JobName } from '../outcomes.js';
 import { RETRY_DEFAULTS } from '../policy.js';
-import { BATCH_JOB, batchJobOptions, batchOf, enqueueFinalize, type Queues, type RowBatchData } from '../queue/queues.js';
+import { batchOf, enqueueFinalize, type Queues, type RowBatchData } from '../queue/queues.js';
+import { pushBacklog, type ImportPriority } from '../queue/feeder.js';
 import type { RedisClient } from '../redis/redis.js';
 import type { ImportJournal } from '../store/continuity.js';
 import type { ImportStore, LedgerEntry } from '../store/importStore.js';
@@ -77,6 +78,8 @@ export interface ImportRequest {
   sendEmptyPasswords?: boolean;
   /** Text that looks like UTF-8 read as Windows-1252 and saved again is meant as written (`--accept-misdecoded-text`). */
   acceptMisdecodedText?: boolean;
+  /** `--priority`: the import's weight in the turn of imports sharing the budget (src/queue/feeder.ts). Default normal. */
+  priority?: ImportPriority;
   /**
    * `--canary N [--canary-max-failures P]`: the first `rows` rows run
    * first, the rest waits until they have settled, and the import pauses
@@ -295,7 +298,8 @@ async function enqueueRows(input: {
     // Before any row is queued: no worker may start a row after the canary's before they have settled.
     if (request.canary && deps.redis) await startCanary(deps.redis, store.keys, importId, request.canary.rows, request.canary.maxFailures, now());
   }
-  const attempts = (existing?.options.attempts ?? request.attempts) ?? RETRY_DEFAULTS.attempts;
+  // The import's place in the turn of imports sharing the budget: when it first came.
+  const createdAt = existing?.createdAt ?? now();
   log.info({ kind, resumed }, 'enqueuing');
 
   let rows = 0;
@@ -314,8 +318,9 @@ async function enqueueRows(input: {
         store.addMatchDigests(importId, batch.matchDigests),
         store.addSearchTerms(importId, batch.terms),
       ]);
+      // Into the import's backlog, from which the feeder releases batches to the rows queue in the import's turn.
       if (batch.jobs.size > 0) {
-        await queues.rows.addBulk([...batch.jobs].map(([block, data]) => ({ name: BATCH_JOB, data, opts: batchJobOptions(importId, block, attempts) })));
+        await pushBacklog(queues.redis, queues.prefix, importId, [...batch.jobs].map(([block, data]) => ({ block, data })), request.priority, createdAt);
       }
     })()
       .catch((error: unknown) => {

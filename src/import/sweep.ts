@@ -5,6 +5,7 @@ import { SWEEP_DEFAULTS } from '../policy.js';
 import type { RedisClient } from '../redis/redis.js';
 import { batchJobId, batchOf, enqueueFinalize, finalizeJobId, rowJobId, type Queues, type RowBatchData } from '../queue/queues.js';
 import { isLive, requeueStranded, type StrandedRow } from '../queue/requeue.js';
+import { blocksAwaitingRelease } from '../queue/feeder.js';
 import { isSettled, type ImportStore, type LedgerEntry } from '../store/importStore.js';
 
 /** What a sweep found of one import, and what it did. */
@@ -69,6 +70,9 @@ export async function sweepImport(store: ImportStore, queues: Queues, importId: 
   // afterwards is stranded (nothing but a sweep or a retry adds jobs with these ids).
   const batches = new Map<number, { live: boolean; secrets: Record<string, string> | undefined; remove: () => Promise<void> }>();
   const candidates: Array<{ row: number; secrets: string | undefined }> = [];
+  // Batches still in the import's backlog wait for their turn (src/queue/feeder.ts): their rows are not stranded.
+  const awaiting = await blocksAwaitingRelease(queues.redis, queues.prefix, importId, [...new Set(unsettled.map(batchOf))]);
+  for (const block of awaiting) batches.set(block, { live: true, secrets: undefined, remove: async () => undefined });
   for (const row of unsettled) {
     const block = batchOf(row);
     let batch = batches.get(block);

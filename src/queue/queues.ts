@@ -79,9 +79,21 @@ export function rowJobOptions(importId: string, row: number, attempts: number = 
   return rowsQueueJobOptions(rowJobId(importId, row), attempts);
 }
 
+/**
+ * The BullMQ priority of batch jobs. A worker takes jobs without a priority
+ * (the wait list) before prioritized ones, so every row job (a row's
+ * retries, handed on by its batch or promoted after its backoff; a retry or
+ * an edit from the dashboard or `subsync retry`; a stranded row queued again)
+ * runs before any batch of fresh rows, never behind them. Batches are few in
+ * the queue (the feeder, src/queue/feeder.ts, releases them as the budget
+ * frees), all at this one priority, so among themselves they keep the order
+ * the feeder released them in.
+ */
+export const BATCH_PRIORITY = 1000;
+
 /** BullMQ options of a batch job: its rows' attempts are their own (a failing row gets a job of its own). */
 export function batchJobOptions(importId: string, block: number, attempts: number = RETRY_DEFAULTS.attempts) {
-  return rowsQueueJobOptions(batchJobId(importId, block), attempts);
+  return { ...rowsQueueJobOptions(batchJobId(importId, block), attempts), priority: BATCH_PRIORITY };
 }
 
 function rowsQueueJobOptions(jobId: string, attempts: number) {
@@ -92,6 +104,9 @@ function rowsQueueJobOptions(jobId: string, attempts: number) {
 export interface Queues {
   rows: Queue<RowQueueData, unknown, RowQueueJobName>;
   control: Queue;
+  /** The Redis connection and key prefix of the queues (the feeder's backlogs live beside them). */
+  redis: RedisClient;
+  prefix: string;
   close(): Promise<void>;
 }
 
@@ -104,6 +119,8 @@ export function openQueues(connection: RedisClient, prefix: string, onError: (er
   return {
     rows,
     control,
+    redis: connection,
+    prefix,
     async close() {
       await control.close();
       await rows.close();

@@ -51,6 +51,45 @@ export interface ApiBudget {
 }
 
 /**
+ * Who draws a request: `import` (rows, and what they read of the service's
+ * customers), `export` (the export's pages), or `other` (a command's
+ * own few requests), which takes the next slot after everything reserved.
+ */
+export type BudgetClass = 'import' | 'export' | 'other';
+
+/** The export's share of the pace while imports draw too (SUBSYNC_EXPORT_SHARE). */
+export const DEFAULT_EXPORT_SHARE = 0.4;
+
+/**
+ * A class that asked this recently (or holds a slot still ahead) keeps its
+ * lane: an export that pauses between pages to write them does not give up its
+ * share, and start again behind the imports' reservations, each time.
+ */
+export const CLASS_HOLD_MS = 500;
+
+/** What the two classes drew from the budget: requests each sent since the budget was last idle for ten minutes, and whether each draws now. */
+export interface BudgetUse {
+  import: number;
+  export: number;
+  importActive: boolean;
+  exportActive: boolean;
+}
+
+const LANE = { import: 'i', export: 'e', other: '' } as const;
+
+/** Reads the classes' use of the budget (for /metrics, status and the feeder). */
+export async function budgetUse(redis: RedisClient, keys: StoreKeys): Promise<BudgetUse> {
+  const [reply, time] = await Promise.all([redis.hmget(budgetLanesKey(keys), 'ni', 'ne', 'ti', 'te', 'ai', 'ae'), redis.time()]);
+  const now = Number(time[0]) * 1000 + Number(time[1]) / 1000;
+  const num = (i: number): number => Number(reply[i] ?? 0) || 0;
+  const active = (t: number, a: number): boolean => t > now || now - a < CLASS_HOLD_MS;
+  return { import: num(0), export: num(1), importActive: active(num(2), num(4)), exportActive: active(num(3), num(5)) };
+}
+
+/** The lanes hash beside the clock: t<lane> next free slot, a<lane> last asked, n<lane> requests drawn. */
+export const budgetLanesKey = (keys: StoreKeys): string => `${keys.budgetTat}:lanes`;
+
+/**
  * How long an acquire that found the fleet unpaced lets this process send
  * without asking Redis again. Other processes' 429 reaches it this much late
  * at most; in exchange an unlimited service costs no budget round trip per
@@ -116,10 +155,16 @@ local function bucketsAt(st, now)
 end
 `;
 
-// KEYS: tat, blocked-until, learned rate. ARGV: known pace (req/s, 0 = none),
-// answers admitted since this process's last acquire, forget ms, requests sent
-// under a lease since then. Returns {ms to wait, slot time, paced 1/0} as strings.
+// KEYS: tat, blocked-until, learned rate, lanes. ARGV: known pace (req/s, 0 =
+// none), answers admitted since this process's last acquire, forget ms, requests
+// sent under a lease since then, lane ('i' imports, 'e' export, '' other), the
+// export's share, hold ms. Returns {ms to wait, slot time, paced 1/0} as strings.
 const ACQUIRE_SCRIPT = `${NOW}${BUCKETS}
+local lane = ARGV[5] or ''
+if lane ~= '' then
+  redis.call('HINCRBY', KEYS[4], 'n' .. lane, 1 + tonumber(ARGV[4] or '0'))
+  redis.call('PEXPIRE', KEYS[4], tonumber(ARGV[3]))
+end
 local start = now
 local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
 if blocked > start then start = blocked end
@@ -143,10 +188,32 @@ end
 local pace = rate
 if known > 0 and (not pace or known < pace) then pace = known end
 if not pace then return { tostring(start - now), tostring(start), '0' } end
-if tat < start then tat = start end
+local slot = math.max(tat, start)
+if lane ~= '' then
+  local other = (lane == 'i') and 'e' or 'i'
+  local l = redis.call('HMGET', KEYS[4], 't' .. lane, 'a' .. lane, 't' .. other, 'a' .. other)
+  local mine, myAsk, theirs, theirAsk = tonumber(l[1]) or 0, tonumber(l[2]) or 0, tonumber(l[3]) or 0, tonumber(l[4]) or 0
+  local hold = tonumber(ARGV[7])
+  local share = tonumber(ARGV[6])
+  if lane == 'i' then share = 1 - share end
+  local spacing = 1000 / pace
+  -- While the other class draws too, and this one already did, its own lane at its share;
+  -- else (alone, or starting) after everything reserved, at the whole pace.
+  local theyDraw = theirs > now or now - theirAsk < hold
+  if theyDraw and (mine > now or now - myAsk < hold) and share > 0 then
+    slot = math.max(start, mine)
+    spacing = 1000 / (pace * share)
+  elseif theyDraw then
+    -- Joining: the other lane's next slot comes after this one, never on it.
+    redis.call('HSET', KEYS[4], 't' .. other, string.format('%.3f', math.max(theirs, slot + 1000 / pace)))
+  end
+  redis.call('HSET', KEYS[4], 't' .. lane, string.format('%.3f', slot + spacing), 'a' .. lane, string.format('%.3f', now))
+  redis.call('PEXPIRE', KEYS[4], math.max(tonumber(ARGV[3]), math.ceil(slot - now) + 60000))
+end
+local frontier = math.max(tat, slot + 1000 / pace)
 -- Kept a minute past the last reservation (a slow rate may reserve far ahead).
-redis.call('SET', KEYS[1], string.format('%.3f', tat + 1000 / pace), 'PX', math.ceil(tat - now) + 60000)
-return { tostring(tat - now), string.format('%.3f', tat), '1' }
+redis.call('SET', KEYS[1], string.format('%.3f', frontier), 'PX', math.ceil(frontier - now) + 60000)
+return { tostring(slot - now), string.format('%.3f', slot), '1' }
 `;
 
 // KEYS: tat, blocked-until, learned rate. ARGV: Retry-After ms, known pace
@@ -198,31 +265,71 @@ export interface BudgetOptions {
   rate: number | undefined;
   /** The adaptive rate's policy; default {@link ADAPTIVE_RATE}. Every process of a fleet must use the same. */
   adaptive?: AdaptiveRatePolicy;
+  /** Who draws through this budget; default `other`. */
+  class?: BudgetClass;
+  /** SUBSYNC_EXPORT_SHARE: the export's share of the pace while imports draw too (0 to 1); default {@link DEFAULT_EXPORT_SHARE}. Every process of a fleet must use the same. */
+  exportShare?: number;
 }
 
 export function createBudget(redis: RedisClient, keys: StoreKeys, options: BudgetOptions): ApiBudget {
   const known = String(options.rate === undefined ? 0 : options.rate * (1 - KNOWN_RATE_MARGIN));
   const policy = options.adaptive ?? ADAPTIVE_RATE;
-  const budgetKeys = [keys.budgetTat, keys.budgetBlockedUntil, keys.budgetRate];
+  const budgetKeys = [keys.budgetTat, keys.budgetBlockedUntil, keys.budgetRate, budgetLanesKey(keys)];
+  const lane = LANE[options.class ?? 'other'];
+  const exportShare = String(Math.min(1, Math.max(0, options.exportShare ?? DEFAULT_EXPORT_SHARE)));
   // Answers admitted, and requests sent under a lease, since this process last reported: sent with its next acquire.
   let admitted = 0;
   let leasedSent = 0;
   // Until when (this process's clock) the fleet was last seen unpaced: requests go without asking.
   let leaseUntil = 0;
 
-  async function reserve(): Promise<{ waitMs: number; at: number }> {
-    if (Date.now() < leaseUntil) {
-      leasedSent++;
-      return { waitMs: 0, at: Date.now() };
-    }
+  // The one acquire under way that may renew the lease: requests meanwhile wait for it, not each for its own.
+  let renewing: Promise<{ waitMs: number; at: number }> | undefined;
+  // What the last acquire found: paced, every request reserves its own slot.
+  let unpaced = false;
+
+  /** One acquire script call, counting this request; an unpaced answer renews the lease. */
+  async function acquireOnce(): Promise<{ waitMs: number; at: number }> {
     const report = [String(admitted), String(leasedSent)] as const;
     admitted = 0;
     leasedSent = 0;
-    const reply = await acquireScript.run(redis, budgetKeys, [known, report[0], String(policy.forgetMs), report[1]]);
+    const reply = await acquireScript.run(redis, budgetKeys, [known, report[0], String(policy.forgetMs), report[1], lane, exportShare, String(CLASS_HOLD_MS)]);
     const [wait, at, paced] = Array.isArray(reply) ? reply.map(Number) : [];
     const waitMs = Math.max(0, Math.ceil(wait ?? 0));
-    if (paced === 0 && waitMs === 0) leaseUntil = Date.now() + UNPACED_LEASE_MS;
+    unpaced = paced === 0 && waitMs === 0;
+    if (unpaced) leaseUntil = Date.now() + UNPACED_LEASE_MS;
     return { waitMs, at: at ?? 0 };
+  }
+
+  function renew(): Promise<{ waitMs: number; at: number }> {
+    renewing ??= acquireOnce().finally(() => {
+      renewing = undefined;
+    });
+    return renewing;
+  }
+
+  async function reserve(): Promise<{ waitMs: number; at: number }> {
+    const now = Date.now();
+    if (now < leaseUntil) {
+      // Near its end, the lease is renewed while this request goes: the acquire counts it, and no
+      // request waits a round trip for the budget while the fleet stays unpaced.
+      if (leaseUntil - now < UNPACED_LEASE_MS / 2 && !renewing) {
+        renew().catch(() => undefined);
+        return { waitMs: 0, at: now };
+      }
+      leasedSent++;
+      return { waitMs: 0, at: now };
+    }
+    if (renewing && unpaced) {
+      // Another request is asking already: its answer tells whether the fleet is still unpaced.
+      await renewing.catch(() => undefined);
+      if (Date.now() < leaseUntil) {
+        leasedSent++;
+        return { waitMs: 0, at: Date.now() };
+      }
+      return acquireOnce();
+    }
+    return unpaced || !renewing ? renew() : acquireOnce();
   }
 
   return {
@@ -237,10 +344,11 @@ export function createBudget(redis: RedisClient, keys: StoreKeys, options: Budge
     async block(retryAfterMs) {
       // This process stops going unasked, and its unreported figures count in the cut.
       leaseUntil = 0;
+      unpaced = false;
       const args = [retryAfterMs ?? DEFAULT_RETRY_AFTER_MS, known, policy.decrease, policy.increase, policy.floor, policy.cutSpacingMs, policy.forgetMs, leasedSent, admitted];
       leasedSent = 0;
       admitted = 0;
-      await cutScript.run(redis, budgetKeys, args.map(String));
+      await cutScript.run(redis, budgetKeys.slice(0, 3), args.map(String));
     },
     async learnedRate() {
       const rate = await redis.hget(keys.budgetRate, 'r');

@@ -15,10 +15,12 @@ export function luaScript(lua: string): LuaScript {
   return {
     async run(redis, keys, args) {
       try {
-        return await redis.evalsha(sha, keys.length, ...keys, ...args);
+        // Arrays, not spread: ioredis flattens them, and a spread of tens of thousands of
+        // arguments overflows the stack (thrown inside ioredis's auto-pipeline, it kills the process).
+        return await redis.evalsha(sha, keys.length, [...keys, ...args]);
       } catch (error) {
         if (redisErrorKind(error) !== 'NOSCRIPT') throw error;
-        return redis.eval(lua, keys.length, ...keys, ...args);
+        return redis.eval(lua, keys.length, [...keys, ...args]);
       }
     },
   };

@@ -1,45 +1,7 @@
-/**
- * Gathers the calls made during one turn of the event loop into one call of
- * `flush` per key. The row worker's ledger writes go through it: rows that
- * finish together (their answers read in the same turn) settle in one Redis
- * script call instead of one each.
- *
- * `flush(key, items)` answers one result per item, in order; a failed flush
- * fails every call it gathered.
- */
-export function coalesce<T, R>(flush: (key: string, items: T[]) => Promise<R[]>): (key: string, item: T) => Promise<R> {
-  let pending = new Map<string, Array<{ item: T; resolve: (result: R) => void; reject: (error: unknown) => void }>>();
-  let scheduled = false;
+import type { ApiClient } from '../api/client.js';
 
-  const run = (): void => {
-    const groups = pending;
-    pending = new Map();
-    scheduled = false;
-    for (const [key, calls] of groups) {
-      flush(
-        key,
-        calls.map((c) => c.item),
-      ).then(
-        (results) => {
-          if (results.length !== calls.length) throw new Error(`coalesced flush answered ${results.length} results for ${calls.length} calls`);
-          calls.forEach((c, i) => c.resolve(results[i] as R));
-        },
-        (error: unknown) => calls.forEach((c) => c.reject(error)),
-      ).catch((error: unknown) => calls.forEach((c) => c.reject(error)));
-    }
-  };
-
-  return (key, item) =>
-    new Promise<R>((resolve, reject) => {
-      let calls = pending.get(key);
-      if (!calls) pending.set(key, (calls = []));
-      calls.push({ item, resolve, reject });
-      if (!scheduled) {
-        scheduled = true;
-        setImmediate(run);
-      }
-    });
-}
+// Rows' ledger writes are gathered so; the guard's claims too, a layer below (hence its place).
+export { coalesce, GATHER_MS } from '../redis/coalesce.js';
 
 /**
  * A count of slots taken in turn (first come, first served): the row worker
@@ -53,12 +15,17 @@ export function coalesce<T, R>(flush: (key: string, items: T[]) => Promise<R[]>)
  */
 export class Slots {
   private free: number;
-  private readonly waiting: Array<{ go: () => void; near: (() => void) | undefined }> = [];
+  private readonly queue: Array<{ go: () => void; near: (() => void) | undefined }> = [];
   readonly lookahead: number;
 
   constructor(readonly size: number, lookahead = Math.ceil(size / 4)) {
     this.free = size;
     this.lookahead = lookahead;
+  }
+
+  /** Takers waiting for a slot now. */
+  get waiting(): number {
+    return this.queue.length;
   }
 
   async take(whenNear?: () => void): Promise<void> {
@@ -67,13 +34,13 @@ export class Slots {
       return;
     }
     await new Promise<void>((go) => {
-      this.waiting.push({ go, near: whenNear });
-      if (this.waiting.length <= this.lookahead) this.tellNear(this.waiting.length - 1);
+      this.queue.push({ go, near: whenNear });
+      if (this.queue.length <= this.lookahead) this.tellNear(this.queue.length - 1);
     });
   }
 
   give(): void {
-    const next = this.waiting.shift();
+    const next = this.queue.shift();
     if (!next) {
       this.free++;
       return;
@@ -93,10 +60,87 @@ export class Slots {
   }
 
   private tellNear(index: number): void {
-    const waiter = this.waiting[index];
+    const waiter = this.queue[index];
     if (!waiter?.near) return;
     const near = waiter.near;
     waiter.near = undefined;
     near();
+  }
+}
+
+/**
+ * The API client with every call in one of `slots`: a row holds a slot only
+ * while its request is out (the budget's wait, the request, its answer read),
+ * never for the ledger's or the guard's Redis round trips around it. Made
+ * once per process.
+ */
+export function slottedApi(api: ApiClient, slots: Slots): ApiClient {
+  return new SlottedApi(api, slots);
+}
+
+class SlottedApi implements ApiClient {
+  constructor(
+    private readonly api: ApiClient,
+    private readonly slots: Slots,
+  ) {}
+
+  async searchCustomers(...args: Parameters<ApiClient['searchCustomers']>): ReturnType<ApiClient['searchCustomers']> {
+    await this.slots.take();
+    try {
+      return await this.api.searchCustomers(...args);
+    } finally {
+      this.slots.give();
+    }
+  }
+  async getCustomer(...args: Parameters<ApiClient['getCustomer']>): ReturnType<ApiClient['getCustomer']> {
+    await this.slots.take();
+    try {
+      return await this.api.getCustomer(...args);
+    } finally {
+      this.slots.give();
+    }
+  }
+  async createCustomer(...args: Parameters<ApiClient['createCustomer']>): ReturnType<ApiClient['createCustomer']> {
+    await this.slots.take();
+    try {
+      return await this.api.createCustomer(...args);
+    } finally {
+      this.slots.give();
+    }
+  }
+  async updateCustomer(...args: Parameters<ApiClient['updateCustomer']>): ReturnType<ApiClient['updateCustomer']> {
+    await this.slots.take();
+    try {
+      return await this.api.updateCustomer(...args);
+    } finally {
+      this.slots.give();
+    }
+  }
+  async getOffer(...args: Parameters<ApiClient['getOffer']>): ReturnType<ApiClient['getOffer']> {
+    await this.slots.take();
+    try {
+      return await this.api.getOffer(...args);
+    } finally {
+      this.slots.give();
+    }
+  }
+  async signUp(...args: Parameters<ApiClient['signUp']>): ReturnType<ApiClient['signUp']> {
+    await this.slots.take();
+    try {
+      return await this.api.signUp(...args);
+    } finally {
+      this.slots.give();
+    }
+  }
+  async updatePaymentMethod(...args: Parameters<ApiClient['updatePaymentMethod']>): ReturnType<ApiClient['updatePaymentMethod']> {
+    await this.slots.take();
+    try {
+      return await this.api.updatePaymentMethod(...args);
+    } finally {
+      this.slots.give();
+    }
+  }
+  close(): Promise<void> {
+    return this.api.close();
   }
 }

@@ -17,36 +17,60 @@ export const noCalls = (): CallFigures => ({ apiCalls: 0, rateLimited: 0, search
  * The API client as one row's run sees it: every call that reached an answer
  * or an API error is counted into `figures` (a 429 also as rate-limited).
  * A wrapper per run, not an AsyncLocalStorage: that would put a hook on
- * every promise of the process.
+ * every promise of the process; one object with its methods on the
+ * prototype, not a closure per endpoint, since one is made per attempt.
  */
 export function countedApi(api: ApiClient, figures: CallFigures): ApiClient {
-  const counted =
-    <A extends unknown[], R>(call: (...args: A) => Promise<R>, kind?: 'searches' | 'reads') =>
-    async (...args: A): Promise<R> => {
-      const count = (): void => {
-        figures.apiCalls++;
-        if (kind) figures[kind]++;
-      };
-      try {
-        const result = await call(...args);
-        count();
-        return result;
-      } catch (error) {
-        if (error instanceof ApiError) {
-          count();
-          if (error.code === 'API_RATE_LIMITED') figures.rateLimited++;
-        }
-        throw error;
+  return new CountedApi(api, figures);
+}
+
+class CountedApi implements ApiClient {
+  constructor(
+    private readonly api: ApiClient,
+    private readonly figures: CallFigures,
+  ) {}
+
+  searchCustomers(...args: Parameters<ApiClient['searchCustomers']>): ReturnType<ApiClient['searchCustomers']> {
+    return this.count(this.api.searchCustomers(...args), 'searches');
+  }
+  getCustomer(...args: Parameters<ApiClient['getCustomer']>): ReturnType<ApiClient['getCustomer']> {
+    return this.count(this.api.getCustomer(...args), 'reads');
+  }
+  createCustomer(...args: Parameters<ApiClient['createCustomer']>): ReturnType<ApiClient['createCustomer']> {
+    return this.count(this.api.createCustomer(...args));
+  }
+  updateCustomer(...args: Parameters<ApiClient['updateCustomer']>): ReturnType<ApiClient['updateCustomer']> {
+    return this.count(this.api.updateCustomer(...args));
+  }
+  getOffer(...args: Parameters<ApiClient['getOffer']>): ReturnType<ApiClient['getOffer']> {
+    return this.count(this.api.getOffer(...args), 'reads');
+  }
+  signUp(...args: Parameters<ApiClient['signUp']>): ReturnType<ApiClient['signUp']> {
+    return this.count(this.api.signUp(...args));
+  }
+  updatePaymentMethod(...args: Parameters<ApiClient['updatePaymentMethod']>): ReturnType<ApiClient['updatePaymentMethod']> {
+    return this.count(this.api.updatePaymentMethod(...args));
+  }
+  close(): Promise<void> {
+    return this.api.close();
+  }
+
+  private async count<R>(call: Promise<R>, kind?: 'searches' | 'reads'): Promise<R> {
+    try {
+      const result = await call;
+      this.counted(kind);
+      return result;
+    } catch (error) {
+      if (error instanceof ApiError) {
+        this.counted(kind);
+        if (error.code === 'API_RATE_LIMITED') this.figures.rateLimited++;
       }
-    };
-  return {
-    searchCustomers: counted(api.searchCustomers, 'searches'),
-    getCustomer: counted(api.getCustomer, 'reads'),
-    createCustomer: counted(api.createCustomer),
-    updateCustomer: counted(api.updateCustomer),
-    getOffer: counted(api.getOffer, 'reads'),
-    signUp: counted(api.signUp),
-    updatePaymentMethod: counted(api.updatePaymentMethod),
-    close: () => api.close(),
-  };
+      throw error;
+    }
+  }
+
+  private counted(kind: 'searches' | 'reads' | undefined): void {
+    this.figures.apiCalls++;
+    if (kind) this.figures[kind]++;
+  }
 }

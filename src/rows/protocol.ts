@@ -10,14 +10,14 @@ import type { CustomerGuard } from '../customers/guard.js';
 import type { NameSearch } from '../customers/nameSearch.js';
 import type { FailureLog } from '../failureLog.js';
 import { observeRetry, observeRowSettled } from '../metrics.js';
-import { SUCCESS_STATUSES, type ImportKind, type JobName, type RowOutcome } from '../outcomes.js';
+import { SUCCESS_STATUSES, type ImportKind, type JobName, type RowOutcome, type RowStatus } from '../outcomes.js';
 import type { ApiBudget } from '../redis/budget.js';
 import type { BackoffBounds } from '../backoff.js';
 import { planOf } from '../store/plan.js';
 import { NO_FIGURES, type ImportRecord, type ImportStore, type MarkResult, type RunClaim, type RunFigures } from '../store/importStore.js';
 import type { MarkSync } from '../redis/durable.js';
 import { isSettled, outcomeOf, withOutcome, type LedgerEntry } from '../store/ledger.js';
-import { coalesce, Slots } from './coalesce.js';
+import { coalesce, GATHER_MS, slottedApi, Slots } from './coalesce.js';
 import { decide, mayHaveAppliedNote, notFoundNote, provenNotApplied, reasonOf, type Decision } from '../api/decision.js';
 import { countedApi, noCalls, type CallFigures } from './figures.js';
 import { RowUnrunnableError, type BatchInput, type BatchPort, type BatchResult, type RowJobInput, type RowJobPort, type RowJobResult, type RowRunGate } from './interfaces.js';
@@ -176,12 +176,15 @@ type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred' | 'held';
 /**
  * The life of a row, from `pending` to settled, whatever runs its jobs:
  *
- * - An attempt runs the row's processor (jobs/) in one of `concurrency`
- *   slots. A processor about to send a create marks the row `sent` first
- *   (a processor that marks itself first is marked while it waits for its
- *   slot), so a crash after that reads back instead of creating again; a
- *   failure that proves the request was not applied puts it back to
- *   `pending`.
+ * - An attempt runs the row's processor (jobs/); each of its requests
+ *   takes one of `concurrency` slots for as long as it is out, and only
+ *   then: the Redis round trips around it (the guard's claim, the `sent`
+ *   mark, the settle) are made outside, so a slot goes from one answer to
+ *   the next request. At most ADMITTED_PER_SLOT × `concurrency` rows are
+ *   running at once. A processor about to send a create marks the row
+ *   `sent` first, so a crash after that reads back instead of creating
+ *   again; a failure that proves the request was not applied puts it back
+ *   to `pending`.
  * - Settling is once per row (a Lua script refuses a settled row): the
  *   first run to settle wins, and a run whose `sent` mark is refused stops
  *   before sending (taken).
@@ -205,7 +208,12 @@ type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred' | 'held';
  */
 export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
   const { store, api, budget, logger } = options;
+  // Requests out at once, and rows running at once (getting ready, waiting for a slot, settling).
   const slots = new Slots(options.concurrency);
+  const admitted = new Slots(options.concurrency * ADMITTED_PER_SLOT);
+  const slotted = slottedApi(api, slots);
+  // Ledger writes are gathered for GATHER_MS only while rows wait for a slot (their wait costs no request).
+  const gather = (): number => (slots.waiting > 0 ? GATHER_MS : 0);
   const gate = options.runGate ?? ALWAYS_GO;
   let closing = false;
   // Import records do not change once enqueued (but for counts, kept elsewhere).
@@ -230,7 +238,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       }),
     );
     return written;
-  });
+  }, gather);
   const writeUnsettled = (importId: string, item: { row: number; entry: LedgerEntry }, claim: RunClaim | undefined): Promise<boolean> => writeUnsettledRows(importId, { ...item, claim });
   // Sent marks of one turn: one script call per run's claim, then one wait that makes them all durable
   // (WAITAOF, WAIT) before any of their requests leaves.
@@ -254,13 +262,14 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       }
     }
     return results;
-  });
+  }, gather);
   const settleRow = coalesce<{ row: number; entry: LedgerEntry; figures: RunFigures; kind: ImportKind; claim?: RunClaim }, boolean>(async (importId, rows) => {
     const figures: RunFigures = { ...NO_FIGURES };
     for (const r of rows) addTo(figures, r.figures);
     const result = await store.settleRows(importId, rows, figures);
+    // Counted by kind and status, once per group of the call, not once per row.
+    const tally = new Map<string, { kind: ImportKind; status: RowStatus; count: number }>();
     rows.forEach((r, i) => {
-      if (result.applied[i] && isSettled(r.entry.status)) observeRowSettled(r.kind, r.entry.status);
       if (result.claimed[i]) {
         // Another live run holds the row's sent claim: its outcome is the one kept. This run's may have created
         // something too (it marked the row before its lock was lost, and Redis then lost that mark): said for review.
@@ -269,11 +278,17 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
           "row settled by a run that no longer held it while another run holds the row: the other run's outcome is kept; if both created, the customer here is a duplicate to review",
         );
       }
+      if (!result.applied[i] || !isSettled(r.entry.status)) return;
+      const key = `${r.kind} ${r.entry.status}`;
+      const seen = tally.get(key);
+      if (seen) seen.count++;
+      else tally.set(key, { kind: r.kind, status: r.entry.status, count: 1 });
     });
+    for (const { kind, status, count } of tally.values()) observeRowSettled(kind, status, count);
     if (result.complete) await options.onComplete(importId, result.round);
     await gate.settled(importId, rows.map((r) => r.row));
     return result.applied;
-  });
+  }, gather);
 
   /**
    * A failed attempt that will be retried: with a failure log, one line per
@@ -315,26 +330,14 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     // A row whose request is never marked sent (an update) is claimed instead, before it starts: a cancel
     // leaves a claimed row to its run, and the ledger refuses the claim once the import is cancelling.
     const claim = !job.marksSentFirst && stored.status === 'pending' && stored.claimed !== true;
-    // A processor that marks itself `sent` first is marked while it is next but a few in line for a slot,
-    // so its request leaves when the slot frees (markSent then waits for that write to be in Redis).
-    let premarked: Promise<MarkResult> | undefined;
     const guard = known.record.options.allowDuplicates ? undefined : options.guard;
-    // (Not while a guard runs first: a row it settles as `exists` must not have looked sent.)
-    const premark =
-      job.marksSentFirst && stored.status === 'pending' && guard === undefined
-        ? () => {
-            premarked = mark();
-            // A failed write is told by markSent, which awaits it; until then it is not unhandled.
-            premarked.catch(() => undefined);
-          }
-        : undefined;
     const ctx: RowContext = {
       importId,
       row,
       plan: known.plan,
       cells: run.cells,
       options: { expiryFormat: known.record.options.expiryFormat, match: known.record.options.match },
-      api: countedApi(api, figures),
+      api: countedApi(slotted, figures),
       budget,
       previous: stored.status === 'sent' ? 'sent' : 'pending',
       preexisting: stored.preexisting,
@@ -342,7 +345,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
         if (run.readBackOnly) throw new CardCellsGoneError(CARD_DATA_GONE);
         sentNow = true;
         // The row is marked sent before the request leaves, so a crash after this line reconciles instead of re-creating.
-        const refused = refusal(await (premarked ?? mark()));
+        const refused = refusal(await mark());
         if (refused) throw refused;
       },
       recordPreexisting: async (ids) => {
@@ -356,18 +359,16 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       },
     };
     try {
-      const outcome = await slots.run(async () => {
+      const outcome = await admitted.run(async () => {
         if (closing && run.deferrable) return undefined;
-        // Asked in the slot, right before the row starts: a pause stops the rows that waited for one.
+        // Asked as the row is let in, right before it starts: a pause stops the rows that waited.
         const verdict = await gate.gate(importId, row);
         if (verdict === 'hold') return 'held' as const;
         if (verdict === 'cancel' && stored.status === 'pending') throw new RowTakenError('the import is cancelling: this row is not sent');
         if (claim && !(await write({ ...entry, claimed: true }))) throw new RowTakenError('the claim was refused: the row settled meanwhile, or the import is cancelling');
         return job.process(ctx);
-      }, premark);
+      });
       if (outcome === undefined || outcome === 'held') {
-        // Marked early but never sent: back as it was, so its next run does not read back for nothing.
-        if (premarked && (await premarked) === 'marked') await write(stored);
         return { kind: outcome === 'held' ? 'held' : 'deferred' };
       }
       return { kind: 'outcome', entry: withOutcome(entry, outcome), status: outcome.status };
@@ -381,15 +382,15 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       // note, the job's failed reason and stack, the logs (src/secrets.ts).
       const error = withoutSecrets(caught, secretValues(known.plan, run.cells));
       // This attempt's request cannot have been applied: nothing to reconcile next time.
-      if ((sentNow || premarked) && provenNotApplied(error)) await write({ ...entry, status: 'pending' });
+      if (sentNow && provenNotApplied(error)) await write({ ...entry, status: 'pending' });
       return { kind: 'error', error, entry, ctx };
     }
   }
 
   /**
    * The entry of a row whose last attempt failed and that has no attempt
-   * left (or none worth making), as `decision` says. A read-back runs in a
-   * slot, and its calls count into the attempt's figures.
+   * left (or none worth making), as `decision` says. A read-back runs as
+   * an admitted row, and its calls count into the attempt's figures.
    */
   async function conclude(name: JobName, failure: Extract<Attempt, { kind: 'error' }>, decision: Exclude<Decision, { kind: 'wait-for-budget' | 'retry' }>): Promise<LedgerEntry> {
     const { entry, ctx } = failure;
@@ -398,7 +399,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     const readBack = ROW_JOBS[name].readBack;
     if (decision.kind === 'needs-review' || !readBack) return review;
     const { reason } = decision;
-    return slots.run(async () => {
+    return admitted.run(async () => {
       try {
         const verdict = await readBack({ ...ctx, previous: 'sent' });
         if (verdict) return withOutcome(entry, verdict);
@@ -656,3 +657,12 @@ function addTo(total: RunFigures, figures: CallFigures & Partial<RunFigures>): v
   total.rateLimited += figures.rateLimited;
   total.retries += figures.retries ?? 0;
 }
+
+/**
+ * Rows running at once per request slot: while one row's request is out,
+ * others get ready (their claim, index read and `sent` mark: three Redis
+ * round trips, slow on a busy machine) or write what they created, so a
+ * freed slot finds a row ready to send. A closing process finishes at most
+ * these, and batches take the rows not started back.
+ */
+const ADMITTED_PER_SLOT = 4;

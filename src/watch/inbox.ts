@@ -40,6 +40,7 @@ import { cleanHeader, detectKind, resolvePath } from '../csv/columns.js';
 import { ColumnMapError, CsvFormatError, FileRejectedError } from '../csv/errors.js';
 import { openCsv, readHeaders } from '../csv/reader.js';
 import { importFile } from '../import/producer.js';
+import type { ImportPriority } from '../queue/feeder.js';
 import { inboxPausedSince } from '../import/runState.js';
 import { importStatus, type ImportStatus } from '../import/status.js';
 import { IMPORT_KINDS, type ImportKind } from '../outcomes.js';
@@ -79,6 +80,8 @@ export interface WatcherOptions {
   failedRetentionMs?: number;
   /** Milliseconds before a file whose import failed unexpectedly is tried again. Default {@link DEFAULT_RETRY_MS}. */
   retryMs?: number;
+  /** The priority of this inbox's imports in the turn of imports sharing the budget (src/queue/feeder.ts). Default normal. */
+  priority?: ImportPriority;
 }
 
 export interface Watcher {
@@ -289,7 +292,7 @@ export async function startWatcher(options: WatcherOptions): Promise<Watcher> {
     const was = takenAs.get(file.path);
     try {
       const result = await importFile(
-        { file: file.path, inboxFolder: path.dirname(file.path) },
+        { file: file.path, inboxFolder: path.dirname(file.path), priority: options.priority },
         // The journal makes a file imported again after Redis lost its import read back before creating.
         {
           store,

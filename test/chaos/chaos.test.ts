@@ -217,6 +217,9 @@ it('every row settles exactly once under faults and worker kills, and card data 
   const invalidHeld = [...held.keys()].filter((k) => Number(/^\D+(\d+)\|/.exec(k)?.[1]) > ROWS).length;
 
   const all = results.flat();
+  // The valid rows that did not succeed, if any, with what their outcome says (for a failing run).
+  const notSucceeded = all.filter((r) => Number(r._row) <= ROWS && !['created', 'signed-up', 'reconciled'].includes(r._status ?? ''));
+  if (notSucceeded.length > 0) console.log(`chaos: rows that did not succeed: ${JSON.stringify(notSucceeded.map((r) => ({ row: r._row, status: r._status, error: r._error })))}`);
   const reviewRows = all.filter((r) => r._status === 'needs-review');
   const reconciled = all.filter((r) => r._status === 'reconciled').length;
 

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { envOf, startPipeline, until, type Pipeline } from '../support/pipeline.js';
+import { envOf, startPipeline, until, type Pipeline, releaseBacklog } from '../support/pipeline.js';
 import { killAll, subsync, waitForOutput } from '../support/cli.js';
 import { batchJobId, batchOf, ROWS_PER_BATCH } from '../../src/queue/queues.js';
 import { ENQUEUE_LEASE_MS, enqueueLeaseKey } from '../../src/import/producer.js';
@@ -84,7 +84,8 @@ describe('subsync import', () => {
     expect(second.stdout()).toContain('resumed');
     expect(await redis.hlen(pipeline.runtime.store.keys.ledger(importId))).toBe(rows);
     // One batch job per block of rows, the same ones whichever run of the producer added them.
-    expect(await pipeline.runtime.queues.rows.getJobCounts('waiting')).toEqual({ waiting: rows / ROWS_PER_BATCH });
+    expect(await releaseBacklog(pipeline.runtime)).toBe(rows / ROWS_PER_BATCH);
+    expect(await pipeline.runtime.queues.rows.getJobCounts('prioritized')).toEqual({ prioritized: rows / ROWS_PER_BATCH });
     expect((await pipeline.runtime.store.getImport(importId))?.total).toBe(rows);
     const last = await pipeline.runtime.queues.rows.getJob(batchJobId(importId, batchOf(rows)));
     expect(last?.data).toEqual({ importId, rows: Array.from({ length: ROWS_PER_BATCH }, (_, i) => rows - ROWS_PER_BATCH + 1 + i) });

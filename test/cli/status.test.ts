@@ -8,7 +8,7 @@ import { EXIT_CODES } from '../../src/cli/exitCodes.js';
 import { importFile } from '../../src/import/producer.js';
 import { batchJobId, getRowJob } from '../../src/queue/queues.js';
 import { killAll, requireBuiltCli, subsync } from '../support/cli.js';
-import { envOf, startPipeline, type Pipeline } from '../support/pipeline.js';
+import { envOf, startPipeline, type Pipeline, releaseBacklog } from '../support/pipeline.js';
 
 beforeAll(requireBuiltCli);
 
@@ -24,6 +24,7 @@ describe('status and import --wait when rows are stuck', () => {
     pipeline = await startPipeline({ workers: false, seed: false });
     const { store, queues, keyring, logger } = pipeline.runtime;
     const result = await importFile({ file: await pipeline.file('stuck.csv', 'FirstName,LastName\nAna,Stuck\nBen,Stuck\n') }, { store, queues, keyring, logger });
+    await releaseBacklog(pipeline.runtime);
     await (await queues.rows.getJob(batchJobId(result.importId, 0)))?.remove();
 
     const run = subsync(['status', result.importId], envOf(pipeline));

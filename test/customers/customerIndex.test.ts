@@ -4,7 +4,7 @@ import { digestOf, fieldKey, identityKey } from '../../src/customers/identity.js
 import { currentIndex, refreshFull, type RefreshDeps } from '../../src/customers/refresh.js';
 import { customerInput } from '../support/bodies.js';
 import { exportNow } from '../support/exports.js';
-import { startPipeline, type Pipeline } from '../support/pipeline.js';
+import { startPipeline, until, type Pipeline } from '../support/pipeline.js';
 
 let pipeline: Pipeline | undefined;
 let api: ApiClient | undefined;
@@ -64,6 +64,29 @@ describe('the customer index', () => {
     // Current already: no request.
     expect(await currentIndex(deps, meta.refreshedAt)).toMatchObject({ total: meta.total });
     expect(p.sandbox.stats().requests).toBe(1);
+  });
+
+  it('past half its allowed age, it still serves at once, and its delta is read in the background', async () => {
+    const { p, deps } = await setUp(250);
+    const built = (await refreshFull(deps)).meta;
+    if (!built) throw new Error('no index built');
+    const added = p.sandbox.store.createCustomer(customerInput({ FirstName: 'Dee', LastName: 'Ahead', EmailAddress: 'dee@ahead.example' }));
+    p.sandbox.resetStats();
+    // 20 s after it was made current, with 30 s allowed: still current, past half its age.
+    const later = { ...deps, now: () => built.refreshedAt + 20_000 };
+    const served = await currentIndex(later, built.refreshedAt + 20_000 - 30_000, later);
+    expect(served).toMatchObject({ refreshedAt: built.refreshedAt, total: built.total });
+    // The delta follows on its own: the new customer is found without anyone waiting for it.
+    await until(async () => ((await p.runtime.customers.meta({ fresh: true }))?.total === built.total + 1 ? true : undefined), 'the delta read ahead', 10_000);
+    expect(p.sandbox.stats().byEndpoint).toEqual({ searchCustomers: 1 });
+    const meta = await p.runtime.customers.meta({ fresh: true });
+    if (!meta) throw new Error('no index');
+    expect(await p.runtime.customers.lookup(meta, 'i', [identityKey(added)])).toEqual([[added.CustomerID]]);
+    // Young enough: nothing read ahead.
+    p.sandbox.resetStats();
+    const young = { ...deps, now: () => meta.refreshedAt + 1_000 };
+    expect(await currentIndex(young, meta.refreshedAt + 1_000 - 30_000, young)).toMatchObject({ total: meta.total });
+    expect(p.sandbox.stats().requests).toBe(0);
   });
 
   it('is no longer trusted when the end of the listing is not where it was: only a full refresh makes it current', async () => {

@@ -13,6 +13,7 @@ import { openRuntime, startWorkers, type Runtime } from '../../src/runtime.js';
 import { redisText, startPipeline, until, type Pipeline } from '../support/pipeline.js';
 import { SIGNUPS_CSV, waitFinished } from '../support/imports.js';
 import { startReceiver } from '../notify/receiver.js';
+import { importSchedule } from '../../src/queue/feeder.js';
 
 let pipeline: Pipeline | undefined;
 const extra: Runtime[] = [];
@@ -161,11 +162,13 @@ describe('cancel and card data', () => {
     const p = pipeline;
     const file = await p.file('signups.csv', SIGNUPS_CSV);
     const importId = await enqueue(p, file);
-    expect(await p.runtime.queues.rows.getJobCounts('waiting')).toMatchObject({ waiting: 1 });
+    // Its batch (sealed cards in it) waits in the import's backlog for its turn (no worker runs the feeder here).
+    expect(await importSchedule(p.runtime.redis, p.prefix, importId)).toMatchObject({ backlogRows: 3, place: 1 });
     const cancel = await cancelImport(deps(p), importId);
     // Row 2 is invalid (settled at once); the three others were never sent.
     expect(cancel).toMatchObject({ cancelled: 3, inFlight: 0, state: 'cancelled' });
-    expect(await p.runtime.queues.rows.getJobCounts('waiting', 'delayed')).toMatchObject({ waiting: 0, delayed: 0 });
+    expect(await importSchedule(p.runtime.redis, p.prefix, importId)).toMatchObject({ backlogRows: 0, place: undefined });
+    expect(await p.runtime.queues.rows.getJobCounts('waiting', 'delayed', 'prioritized')).toMatchObject({ waiting: 0, delayed: 0, prioritized: 0 });
     startWorkers(p.runtime, { apiUrl: p.sandbox.url, concurrency: 2 });
     const status = await waitFinished(p, importId);
     expect(status.counts).toMatchObject({ cancelled: 3, invalid: 1 });

@@ -5,7 +5,7 @@ import { importFile } from '../../src/import/producer.js';
 import { BATCH_JOB, ROWS_QUEUE, RowBatchDataSchema, rowJobId, rowJobOptions } from '../../src/queue/queues.js';
 import { startWorkers } from '../../src/runtime.js';
 import { importAndFinish, waitFinished } from '../support/imports.js';
-import { redisText, startPipeline, until, type Pipeline } from '../support/pipeline.js';
+import { redisText, releaseBacklog, startPipeline, until, type Pipeline } from '../support/pipeline.js';
 
 let pipeline: Pipeline | undefined;
 afterEach(async () => {
@@ -26,6 +26,8 @@ async function enqueueOnly(p: Pipeline, name: string, content: string): Promise<
   const { store, queues, keyring, logger } = p.runtime;
   const result = await importFile({ file: await p.file(name, content) }, { store, queues, keyring, logger });
   expect(result.outcome).toBe('enqueued');
+  // Its batches into the rows queue now (the workers' feeder would release them in turn).
+  await releaseBacklog(p.runtime);
   return result.importId;
 }
 

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { enqueueLeaseKey, importFile } from '../../src/import/producer.js';
 import { ROWS_PER_BATCH } from '../../src/queue/queues.js';
 import { killAll, subsync, waitForOutput } from '../support/cli.js';
-import { envOf, startPipeline, until, type Pipeline } from '../support/pipeline.js';
+import { envOf, startPipeline, until, type Pipeline, releaseBacklog } from '../support/pipeline.js';
 
 let pipeline: Pipeline | undefined;
 afterEach(async () => {
@@ -34,7 +34,8 @@ describe('the enqueue lease', () => {
     expect(new Set(results.map((r) => r.importId)).size).toBe(1);
     const importId = enqueued?.importId ?? '';
     // Each batch job once, and the lease released at the end.
-    expect(await pipeline.runtime.queues.rows.getJobCounts('waiting')).toEqual({ waiting: Math.ceil(rows / ROWS_PER_BATCH) });
+    expect(await releaseBacklog(pipeline.runtime)).toBe(Math.ceil(rows / ROWS_PER_BATCH));
+    expect(await pipeline.runtime.queues.rows.getJobCounts('prioritized')).toEqual({ prioritized: Math.ceil(rows / ROWS_PER_BATCH) });
     expect(await pipeline.runtime.redis.exists(enqueueLeaseKey(pipeline.runtime.store.keys, importId))).toBe(0);
     expect(await importFile({ file }, deps(pipeline))).toEqual({ outcome: 'already-imported', importId, kind: 'customers' });
   });
@@ -45,15 +46,15 @@ describe('the enqueue lease', () => {
     const file = await pipeline.file('killed.csv', customers(rows));
     const { queues, store, redis } = pipeline.runtime;
 
-    // The first producer dies after its record and some rows are written: its second flush of jobs fails.
-    const addBulk = queues.rows.addBulk.bind(queues.rows);
+    // The first producer dies after its record and some rows are written: its second flush fails.
+    const putPendingRows = store.putPendingRows.bind(store);
     let calls = 0;
-    queues.rows.addBulk = async (jobs) => {
+    store.putPendingRows = async (...args) => {
       if (++calls > 1) throw new Error('killed mid-enqueue');
-      return addBulk(jobs);
+      return putPendingRows(...args);
     };
     await expect(importFile({ file }, deps(pipeline))).rejects.toThrow('killed mid-enqueue');
-    queues.rows.addBulk = addBulk;
+    store.putPendingRows = putPendingRows;
     const { importId } = await importFile({ file, dryRun: true }, deps(pipeline));
     expect(await store.getImport(importId)).toMatchObject({ state: 'enqueuing' });
 
@@ -67,18 +68,19 @@ describe('the enqueue lease', () => {
     const rerun = await importFile({ file }, deps(pipeline));
     expect(rerun).toMatchObject({ outcome: 'enqueued', importId, rows, resumed: true });
     expect(await store.getImport(importId)).toMatchObject({ state: 'enqueued', total: rows });
-    expect(await queues.rows.getJobCounts('waiting')).toEqual({ waiting: Math.ceil(rows / ROWS_PER_BATCH) });
+    expect(await releaseBacklog(pipeline.runtime)).toBe(Math.ceil(rows / ROWS_PER_BATCH));
+    expect(await queues.rows.getJobCounts('prioritized')).toEqual({ prioritized: Math.ceil(rows / ROWS_PER_BATCH) });
   });
 
   it('`subsync import --wait` while another command holds the lease says so, then follows that import to its end', async () => {
     pipeline = await startPipeline();
     const file = await pipeline.file('other.csv', customers(3, 'Leasecli'));
-    const { store, redis, queues } = pipeline.runtime;
+    const { store, redis } = pipeline.runtime;
     // The other command: it has written the import's record, queues no row yet, and holds the lease.
-    const addBulk = queues.rows.addBulk.bind(queues.rows);
-    queues.rows.addBulk = () => Promise.reject(new Error('not yet'));
+    const putPendingRows = store.putPendingRows.bind(store);
+    store.putPendingRows = () => Promise.reject(new Error('not yet'));
     await expect(importFile({ file }, deps(pipeline))).rejects.toThrow('not yet');
-    queues.rows.addBulk = addBulk;
+    store.putPendingRows = putPendingRows;
     const scan = await importFile({ file, dryRun: true }, deps(pipeline));
     expect(await store.getImport(scan.importId)).toMatchObject({ state: 'enqueuing' });
     const key = enqueueLeaseKey(store.keys, scan.importId);

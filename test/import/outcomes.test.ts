@@ -22,7 +22,7 @@ import { sweepImport } from '../../src/import/sweep.js';
 import { batchJobId, getRowJob, type RowBatchData } from '../../src/queue/queues.js';
 import { openRuntime, startWorkers, type Runtime } from '../../src/runtime.js';
 import { waitFinished } from '../support/imports.js';
-import { startPipeline, until, type Pipeline } from '../support/pipeline.js';
+import { startPipeline, until, type Pipeline, releaseBacklog } from '../support/pipeline.js';
 
 let pipeline: Pipeline | undefined;
 const others: Runtime[] = [];
@@ -36,6 +36,8 @@ async function enqueue(p: Pipeline, content: string, attempts?: number): Promise
   const { store, queues, keyring, logger } = p.runtime;
   const result = await importFile({ file: await p.file(`rows-${Math.random().toString(36).slice(2)}.csv`, content), attempts }, { store, queues, keyring, logger });
   expect(result.outcome).toBe('enqueued');
+  // Its batches into the rows queue now (the workers' feeder would release them in turn).
+  await releaseBacklog(p.runtime);
   return result.importId;
 }
 

@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { importFile } from '../../src/import/producer.js';
 import { BATCH_JOB, batchJobId, ROWS_PER_BATCH, RowBatchDataSchema } from '../../src/queue/queues.js';
 import { decodeEntry } from '../../src/store/ledger.js';
-import { startPipeline, type Pipeline } from '../support/pipeline.js';
+import { startPipeline, type Pipeline, releaseBacklog } from '../support/pipeline.js';
 
 let pipeline: Pipeline | undefined;
 afterEach(async () => {
@@ -32,9 +32,11 @@ describe('the producer, in one parse of the file', () => {
     expect(result.importId).toBe(createHash('sha256').update('customers\n').update(await readFile(file)).digest('hex').slice(0, 24));
 
     const { store, queues, redis } = pipeline.runtime;
-    // One batch job per block of ROWS_PER_BATCH rows, holding that block's valid rows: each valid row in exactly one.
-    expect(await queues.rows.getJobCounts('waiting')).toEqual({ waiting: Math.ceil(rows / ROWS_PER_BATCH) });
-    const batches = await queues.rows.getWaiting(0, -1);
+    // One batch job per block of ROWS_PER_BATCH rows, holding that block's valid rows: each valid row in exactly one
+    // (in the import's backlog until released).
+    expect(await releaseBacklog(pipeline.runtime)).toBe(Math.ceil(rows / ROWS_PER_BATCH));
+    expect(await queues.rows.getJobCounts('prioritized')).toEqual({ prioritized: Math.ceil(rows / ROWS_PER_BATCH) });
+    const batches = await queues.rows.getPrioritized(0, -1);
     const batched = batches.flatMap((job) => RowBatchDataSchema.parse(job.data).rows).sort((a, b) => a - b);
     expect(batched).toEqual(Array.from({ length: rows }, (_, i) => i + 1).filter((row) => row % 7 !== 0));
     expect(new Set(batches.map((job) => job.name))).toEqual(new Set([BATCH_JOB]));

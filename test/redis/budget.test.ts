@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ADAPTIVE_RATE, KNOWN_RATE_MARGIN, createBudget, type AdaptiveRatePolicy, type ApiBudget } from '../../src/redis/budget.js';
+import { ADAPTIVE_RATE, KNOWN_RATE_MARGIN, UNPACED_LEASE_MS, createBudget, type AdaptiveRatePolicy, type ApiBudget } from '../../src/redis/budget.js';
 import { storeKeys } from '../../src/redis/keys.js';
 import { REDIS_URL, deleteKeys, until } from '../support/pipeline.js';
 
@@ -75,6 +75,32 @@ describe('the fleet-wide API budget', () => {
     expect(Number(await connections[0]!.hget(learned, 's'))).toBe(20);
     // The cut's base is all 20 the service admitted.
     expect(await budget!.learnedRate()).toBeCloseTo(ADAPTIVE_RATE.decrease * 20, 5);
+  });
+
+  it('unpaced, the requests that find the lease ended wait for one acquire between them, and every one is counted', async () => {
+    const redis = new Redis(REDIS_URL);
+    connections.push(redis);
+    let acquires = 0;
+    // The connection as the budget sees it, counting its script calls.
+    const counting = new Proxy(redis, {
+      get(target, key, receiver) {
+        if (key !== 'evalsha') return Reflect.get(target, key, receiver) as unknown;
+        return (...args: unknown[]) => {
+          acquires++;
+          return (target.evalsha as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+        };
+      },
+    });
+    const budget = createBudget(counting, storeKeys(prefix), { rate: undefined });
+    await budget.reserve();
+    expect(acquires).toBe(1);
+    // The lease runs out (it lives UNPACED_LEASE_MS on this process's clock).
+    await new Promise((resolve) => setTimeout(resolve, UNPACED_LEASE_MS + 20));
+    const answers = await Promise.all(Array.from({ length: 32 }, () => budget.reserve()));
+    expect(answers.every((a) => a.waitMs === 0)).toBe(true);
+    expect(acquires).toBe(2);
+    await budget.block(1000);
+    expect(Number(await redis.hget(storeKeys(prefix).budgetRate, 's'))).toBe(33);
   });
 
   it('a 429 cuts the rate to decrease × what the service admitted, once for a burst, and every process paces at it', async () => {

@@ -26,4 +26,19 @@ describe('luaScript', () => {
       redis.disconnect();
     }
   });
+
+  it('takes arguments by the hundred thousand, on an auto-pipelined connection too, without overflowing the stack', async () => {
+    own = await startOwnRedis();
+    const redis = new Redis(own.url, { enableAutoPipelining: true });
+    try {
+      const count = luaScript('return #ARGV');
+      const args = Array.from({ length: 200_000 }, (_, i) => String(i));
+      // Side by side, as rows of a worker run them: both go in one auto-pipeline.
+      const [many, one] = await Promise.all([count.run(redis, ['k'], args), count.run(redis, ['k'], ['x'])]);
+      expect(many).toBe(200_000);
+      expect(one).toBe(1);
+    } finally {
+      redis.disconnect();
+    }
+  });
 });

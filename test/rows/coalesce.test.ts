@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { coalesce, Slots } from '../../src/rows/coalesce.js';
+import type { ApiClient } from '../../src/api/client.js';
+import { coalesce, slottedApi, Slots } from '../../src/rows/coalesce.js';
 
 describe('coalesce', () => {
   it('gathers the calls of one turn into one flush per key, answering each call its own result', async () => {
@@ -18,6 +19,20 @@ describe('coalesce', () => {
     // A later turn is a later flush.
     expect(await double('a', 4)).toBe(8);
     expect(flushes).toHaveLength(3);
+  });
+
+  it('with a window, gathers the calls of that many ms, across turns, into one flush', async () => {
+    const flushes: number[][] = [];
+    const echo = coalesce<number, number>(async (_key, items) => {
+      flushes.push([...items]);
+      return items;
+    }, () => 50);
+    const first = echo('a', 1);
+    // A later turn, well inside the window.
+    await new Promise((resolve) => setImmediate(resolve));
+    const second = echo('a', 2);
+    expect(await Promise.all([first, second])).toEqual([1, 2]);
+    expect(flushes).toEqual([[1, 2]]);
   });
 
   it('fails every call of a flush that fails or answers the wrong number of results', async () => {
@@ -96,3 +111,31 @@ describe('Slots', () => {
   });
 });
 
+describe('slottedApi', () => {
+  it('holds a slot for each call while it is out, and only then', async () => {
+    const started: string[] = [];
+    const answers = new Map<string, () => void>();
+    const create = async (body: { FirstName: string }) => {
+      started.push(body.FirstName);
+      await new Promise<void>((resolve) => answers.set(body.FirstName, resolve));
+      return { Message: '', CustomerID: body.FirstName };
+    };
+    // Only the endpoint this test calls; the others are never reached.
+    const api = { createCustomer: create } as unknown as ApiClient;
+    const slots = new Slots(1);
+    const slotted = slottedApi(api, slots);
+    const a = slotted.createCustomer({ FirstName: 'a' } as Parameters<ApiClient['createCustomer']>[0]);
+    const b = slotted.createCustomer({ FirstName: 'b' } as Parameters<ApiClient['createCustomer']>[0]);
+    await expect.poll(() => started).toEqual(['a']);
+    answers.get('a')?.();
+    expect((await a).CustomerID).toBe('a');
+    // The slot went to the next call as soon as the answer was in.
+    await expect.poll(() => started).toEqual(['a', 'b']);
+    answers.get('b')?.();
+    await b;
+    // Free again: a take does not wait.
+    let taken = false;
+    void slots.take().then(() => (taken = true));
+    await expect.poll(() => taken).toBe(true);
+  });
+});

@@ -143,3 +143,27 @@ describe('the ledger scripts', () => {
     expect(await store.getImport(id)).toMatchObject({ round: 1, resultsDir: '/tmp/r1' });
   });
 });
+
+describe('the ledger encoding, read without a parse on the hot path', () => {
+  it('refuses what is not an entry, naming the field', () => {
+    const good = { c: ['x'], j: 'customer.create', s: 'sent', a: 1 };
+    const bad: Array<[Record<string, unknown>, string]> = [
+      [{ ...good, s: 'lost' }, 's'],
+      [{ ...good, j: 'customer.delete' }, 'j'],
+      [{ ...good, a: -1 }, 'a'],
+      [{ ...good, a: 1.5 }, 'a'],
+      [{ ...good, c: ['x', 2] }, 'c'],
+      [{ ...good, h: true }, 'h'],
+      [{ ...good, f: 2 }, 'f'],
+      [{ ...good, cand: 'x' }, 'cand'],
+      [{ ...good, t: '12' }, 't'],
+    ];
+    for (const [value, field] of bad) expect(() => decodeEntry(JSON.stringify(value)), JSON.stringify(value)).toThrow(new RegExp(`"${field}"`));
+    expect(() => decodeEntry('[1]')).toThrow();
+    expect(() => decodeEntry('null')).toThrow();
+  });
+
+  it('leaves out keys it does not know, as the schema does', () => {
+    expect(decodeEntry(JSON.stringify({ c: [], j: null, s: 'invalid', a: 0, zz: 1 }))).toEqual({ cells: [], job: null, status: 'invalid', attempts: 0 });
+  });
+});

@@ -10,8 +10,27 @@ import type { BackoffBounds } from '../../src/backoff.js';
 import { deleteKeysWithPrefix, type RedisClient } from '../../src/redis/redis.js';
 import { openRuntime, startWorkers, type Runtime, type WorkerHandles } from '../../src/runtime.js';
 import { startSandbox, type Sandbox, type SandboxFaults } from '../../src/sandbox/server.js';
+import { createFeeder } from '../../src/queue/feeder.js';
 
 export const REDIS_URL = 'redis://127.0.0.1:6379';
+
+/**
+ * Releases every import's backlog to the rows queue at once, as the workers'
+ * feeder would in turn (src/queue/feeder.ts): for tests that look at the
+ * batch jobs of an import before any worker runs. Needs the feeder lock free
+ * (no worker of this prefix running).
+ */
+export async function releaseBacklog(runtime: Runtime): Promise<number> {
+  const feeder = createFeeder(
+    { redis: runtime.redis, prefix: runtime.config.queuePrefix, queues: runtime.queues, store: runtime.store, logger: runtime.logger, rate: undefined, exportShare: 0.4, concurrency: 1 },
+    { rowsAhead: Number.MAX_SAFE_INTEGER },
+  );
+  try {
+    return await feeder.runOnce();
+  } finally {
+    await feeder.close();
+  }
+}
 
 /** Everything a pipeline test needs: a sandbox on port 0, a runtime on its own key prefix, workers. */
 export interface Pipeline {

@@ -11,7 +11,7 @@ import { BATCH_JOB, batchJobId, getRowJob, rowJobOptions } from '../../src/queue
 import { startWorkers } from '../../src/runtime.js';
 import type { SandboxRequest } from '../../src/sandbox/server.js';
 import { waitFinished } from '../support/imports.js';
-import { startPipeline, until, type Pipeline } from '../support/pipeline.js';
+import { startPipeline, until, type Pipeline, releaseBacklog } from '../support/pipeline.js';
 
 let pipeline: Pipeline | undefined;
 afterEach(async () => {
@@ -23,6 +23,8 @@ async function enqueueOnly(p: Pipeline, content: string): Promise<string> {
   const { store, queues, keyring, logger } = p.runtime;
   const result = await importFile({ file: await p.file('rows.csv', content) }, { store, queues, keyring, logger });
   expect(result.outcome).toBe('enqueued');
+  // Its batches into the rows queue now (the workers' feeder would release them in turn).
+  await releaseBacklog(p.runtime);
   return result.importId;
 }
 
@@ -41,7 +43,7 @@ describe('batch jobs', () => {
     for (let i = 1; i <= 60; i++) lines.push(`Row${i},Batch,row${i}@example.com`);
     const id = await enqueueOnly(pipeline, `${lines.join('\n')}\n`);
     // Three blocks of rows: 1-25, 26-50, 51-60.
-    expect((await queues.rows.getWaiting(0, -1)).map((job) => [job.name, job.id]).sort()).toEqual([
+    expect((await queues.rows.getPrioritized(0, -1)).map((job) => [job.name, job.id]).sort()).toEqual([
       [BATCH_JOB, batchJobId(id, 0)],
       [BATCH_JOB, batchJobId(id, 1)],
       [BATCH_JOB, batchJobId(id, 2)],
@@ -137,7 +139,7 @@ describe('batch jobs', () => {
     // The rows out at the API finished; the rest were not started, and their batch waits for another worker.
     const settledByFirst = (await store.counts(id)).settled;
     expect(settledByFirst).toBeLessThan(25);
-    expect(await (await queues.rows.getJob(batchJobId(id, 0)))?.getState()).toBe('waiting');
+    expect(await (await queues.rows.getJob(batchJobId(id, 0)))?.getState()).toBe('prioritized');
     const ledger = await store.getRows(id, Array.from({ length: 25 }, (_, i) => i + 1));
     expect(ledger.filter((e) => e?.status === 'pending')).toHaveLength(25 - settledByFirst);
     expect(pipeline.sandbox.store.customers()).toHaveLength(settledByFirst);
@@ -161,7 +163,7 @@ describe('batch jobs', () => {
     await first.rows.close();
     await first.control?.close();
     const batch = await queues.rows.getJob(batchJobId(id, 0));
-    expect(await batch?.getState()).toBe('waiting');
+    expect(await batch?.getState()).toBe('prioritized');
     const settledByFirst = (await store.counts(id)).settled;
     expect(settledByFirst).toBeLessThan(6);
     // Settled rows' cells are gone from the batch; the others' are kept for its next run.

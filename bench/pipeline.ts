@@ -1,0 +1,225 @@
+/**
+ * The row pipeline against the fastest raw loop, in one run
+ * (`BENCH_ONLY=pipeline npm run bench`):
+ *
+ * - the raw loop: an undici Pool of 32 connections POSTing the creates of
+ *   the file as fast as it can, in this process (its rows/s, and this
+ *   process's CPU per row);
+ * - subsync end to end: the same file imported (the producer in this
+ *   process, as `subsync import` runs it) by one `subsync worker
+ *   --concurrency 32` process, from the import's start to its results
+ *   written; its CPU per row is the worker's, this process's and Redis's
+ *   (a redis-server of its own, so other work on the machine's Redis does
+ *   not count), each read from /proc before and after;
+ *
+ * each against a fresh sandbox in its own process (the service, whose CPU
+ * counts on neither side), at 0, 20 and 50 ms of service latency, the raw
+ * loop and subsync one after the other at each. Then rate adherence:
+ * SUBSYNC_RATE=200 with three workers against a sandbox limited to 200/s.
+ *
+ * BENCH_PIPELINE_ROWS (default 20,000), BENCH_PIPELINE_LATENCIES (default
+ * 0,20,50), BENCH_PIPELINE_RATE_ROWS (default 4,000) shrink it for a quick look.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { Redis } from 'ioredis';
+import { Pool } from 'undici';
+import { importFile } from '../src/import/producer.js';
+import { createBodies } from './importThroughput.js';
+import { writeCustomersCsv } from './make-customers.js';
+import { rateRun } from './rateAdherence.js';
+import { log, openBenchRuntime, processCpuMs, runConcurrent, spawnCli, spawnSandbox, waitFinished, waitForLine, type BenchRow } from './support.js';
+
+const CONCURRENCY = 32;
+
+/** Targets of the pipeline: rows/s over the raw loop's at a latency, CPU per row over the raw loop's. */
+export const PIPELINE_TARGETS = {
+  /** rows/s ratio, by service latency in ms (none at 0 ms: there the two cores, not the wait, bound both). */
+  throughput: new Map<number, number>([
+    [20, 0.9],
+    [50, 0.95],
+  ]),
+  cpuPerRow: 2,
+  rateShare: 0.97,
+};
+
+interface Side {
+  rowsPerSecond: number;
+  /** CPU per row in µs, and its parts. */
+  cpuUs: number;
+  parts: Record<string, number>;
+  /** Redis commands per row (INFO commandstats, those run inside scripts included); subsync only. */
+  redisCalls?: number;
+}
+
+export async function pipelineBench(options: { rows: number; latencies: number[]; rateRows: number }): Promise<BenchRow[]> {
+  const { rows, latencies, rateRows } = options;
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'subsync-bench-pipeline-'));
+  const redis = await startRedis();
+  const out: BenchRow[] = [];
+  try {
+    const file = path.join(dir, 'customers.csv');
+    await writeCustomersCsv(file, rows);
+    const bodies = createBodies(rows);
+    for (const latencyMs of latencies) {
+      const raw = await rawLoop(bodies, latencyMs);
+      log(`pipeline ${latencyMs} ms: raw ${raw.rowsPerSecond.toFixed(0)} rows/s, ${raw.cpuUs.toFixed(0)} µs/row`);
+      const sub = await subsyncSide(file, rows, latencyMs, redis);
+      log(`pipeline ${latencyMs} ms: subsync ${sub.rowsPerSecond.toFixed(0)} rows/s, ${sub.cpuUs.toFixed(0)} µs/row ${JSON.stringify(sub.parts)}, ${sub.redisCalls?.toFixed(1)} Redis commands/row`);
+      const size = `${rows.toLocaleString('en')} creates, c${CONCURRENCY}, ${latencyMs} ms`;
+      const target = PIPELINE_TARGETS.throughput.get(latencyMs);
+      const speed = sub.rowsPerSecond / raw.rowsPerSecond;
+      out.push({
+        figure: `Pipeline: ${size}: rows/s, subsync end to end / raw undici loop`,
+        subsync: sub.rowsPerSecond,
+        baseline: raw.rowsPerSecond,
+        baselineLabel: 'raw undici Pool, 32 connections (rows/s)',
+        note: target === undefined ? 'no target (both bound by the CPU at 0 ms)' : verdict(speed >= target, `target ≥ ${target.toFixed(2)}`),
+      });
+      const cpu = sub.cpuUs / raw.cpuUs;
+      const parts = Object.entries(sub.parts).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(', ');
+      out.push({
+        figure: `Pipeline: ${size}: CPU per row (µs), subsync (worker + import + Redis) / raw loop`,
+        subsync: sub.cpuUs,
+        baseline: raw.cpuUs,
+        baselineLabel: 'raw loop process (µs/row)',
+        note: `${verdict(cpu <= PIPELINE_TARGETS.cpuPerRow, `target ≤ ${PIPELINE_TARGETS.cpuPerRow.toFixed(2)}`)}; ${parts}; Redis ${sub.redisCalls?.toFixed(1)} commands/row`,
+      });
+    }
+    const rateFile = path.join(dir, 'rate.csv');
+    await writeCustomersCsv(rateFile, rateRows);
+    const rate = await rateRun(rateFile, rateRows, 200, 200, redis.url);
+    log(`pipeline rate: ${rate.achieved.toFixed(1)} req/s, ${rate.rateLimited} × 429 of ${rate.requests}`);
+    out.push({
+      figure: `Pipeline: rate adherence, SUBSYNC_RATE=200, sandbox limit 200/s, 3 worker processes, ${rateRows.toLocaleString('en')} rows (req/s at the sandbox)`,
+      subsync: rate.achieved,
+      baseline: 200,
+      baselineLabel: 'the limit (req/s)',
+      note: `${verdict(rate.achieved / 200 >= PIPELINE_TARGETS.rateShare && rate.rateLimited === 0, `target ≥ ${PIPELINE_TARGETS.rateShare} and no 429`)}; 429s: ${rate.rateLimited} of ${rate.requests}`,
+    });
+    return out;
+  } finally {
+    await redis.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+const verdict = (pass: boolean, target: string): string => `${target}: ${pass ? 'pass' : 'FAIL'}`;
+
+/** The raw loop: every create POSTed through one undici Pool, 32 at a time, against a fresh sandbox. */
+async function rawLoop(bodies: string[], latencyMs: number): Promise<Side> {
+  const sandbox = await spawnSandbox(latencyMs > 0 ? ['--latency', String(latencyMs)] : []);
+  const pool = new Pool(sandbox.url, { connections: CONCURRENCY, pipelining: 1 });
+  try {
+    const before = process.cpuUsage();
+    const seconds = await runConcurrent(bodies.length, CONCURRENCY, async (i) => {
+      const response = await pool.request({ method: 'POST', path: '/json/customers', headers: { 'content-type': 'application/json' }, body: bodies[i] });
+      await response.body.json();
+    });
+    const used = process.cpuUsage(before);
+    const cpuUs = (used.user + used.system) / bodies.length;
+    return { rowsPerSecond: bodies.length / seconds, cpuUs, parts: { raw: cpuUs } };
+  } finally {
+    await pool.close();
+    await sandbox.close();
+  }
+}
+
+/** One import of `file` through one worker process at concurrency 32, from its start to its results written. */
+async function subsyncSide(file: string, rows: number, latencyMs: number, redis: OwnRedis): Promise<Side> {
+  const sandbox = await spawnSandbox(latencyMs > 0 ? ['--latency', String(latencyMs)] : []);
+  const bench = await openBenchRuntime({ apiUrl: sandbox.url, redisUrl: redis.url });
+  const worker = spawnCli(['worker', '--concurrency', String(CONCURRENCY)], { ...bench.env, SUBSYNC_API_URL: sandbox.url });
+  try {
+    await waitForLine(worker, /worker running/, 20_000);
+    const before = { worker: await processCpuMs(worker.child.pid), redis: await processCpuMs(redis.pid), self: process.cpuUsage(), calls: await redis.commands() };
+    const started = performance.now();
+    const result = await importFile({ file, kind: 'customers' }, { store: bench.runtime.store, queues: bench.runtime.queues, keyring: undefined, logger: bench.runtime.logger, redis: bench.runtime.redis });
+    if (result.outcome !== 'enqueued') throw new Error(`import not enqueued: ${result.outcome}`);
+    // A worker that dies is told at once, with its last words, not after the wait's timeout.
+    const died = worker.exited.then((code) => {
+      throw new Error(`the worker exited (${code}) before the import finished: ${worker.stderr().slice(-1500)}`);
+    });
+    const status = await Promise.race([waitFinished(bench.runtime, result.importId, 10 * 60_000), died]);
+    died.catch(() => undefined);
+    const seconds = (performance.now() - started) / 1000;
+    const self = process.cpuUsage(before.self);
+    const parts = {
+      worker: (1000 * ((await processCpuMs(worker.child.pid)) - before.worker)) / rows,
+      import: (self.user + self.system) / rows,
+      redis: (1000 * ((await processCpuMs(redis.pid)) - before.redis)) / rows,
+    };
+    const redisCalls = ((await redis.commands()) - before.calls) / rows;
+    if (status.succeeded !== rows) log(`warning: ${status.succeeded} of ${rows} rows succeeded: ${JSON.stringify(status.counts)}`);
+    return { rowsPerSecond: rows / seconds, cpuUs: parts.worker + parts.import + parts.redis, parts, redisCalls };
+  } finally {
+    worker.child.kill('SIGTERM');
+    await worker.exited;
+    await bench.close();
+    await sandbox.close();
+  }
+}
+
+/** A redis-server of the bench's own (no persistence), so only this run's work counts in its CPU. */
+interface OwnRedis {
+  url: string;
+  pid: number | undefined;
+  /** Commands Redis has run (INFO commandstats: every command, those inside scripts included). */
+  commands(): Promise<number>;
+  close(): Promise<void>;
+}
+
+async function startRedis(): Promise<OwnRedis> {
+  const port = await freePort();
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--loglevel', 'warning'], { stdio: 'ignore' });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const url = `redis://127.0.0.1:${port}`;
+  const client = new Redis(url, { lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: null });
+  // Refused connections while it starts are retried below.
+  client.on('error', () => undefined);
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    try {
+      await client.connect();
+      await client.ping();
+      break;
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+      client.disconnect();
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  return {
+    url,
+    pid: child.pid,
+    async commands() {
+      const info = await client.info('commandstats');
+      let calls = 0;
+      for (const match of info.matchAll(/calls=(\d+)/g)) calls += Number(match[1]);
+      return calls;
+    },
+    async close() {
+      client.disconnect();
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  if (address === null || typeof address === 'string') throw new Error('no free port');
+  return address.port;
+}
+
+/** `uptime`'s load averages, for the table's header: the machine is shared. */
+export async function loadAverage(): Promise<string> {
+  const text = await readFile('/proc/loadavg', 'utf8').catch(() => '');
+  return text.split(' ').slice(0, 3).join(' ');
+}

@@ -1,0 +1,85 @@
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { KNOWN_RATE_MARGIN, budgetUse, createBudget, type ApiBudget, type BudgetClass } from '../../src/redis/budget.js';
+import { storeKeys } from '../../src/redis/keys.js';
+import { REDIS_URL, deleteKeys } from '../support/pipeline.js';
+
+// The budget's two classes, on real Redis: slots reserved by the imports' and the export's takers (no HTTP: the clock alone).
+let prefix = '';
+const connections: Redis[] = [];
+beforeEach(() => {
+  prefix = `subsync-test-${randomUUID().slice(0, 8)}`;
+});
+afterEach(async () => {
+  for (const redis of connections.splice(0)) redis.disconnect();
+  await deleteKeys(prefix);
+});
+
+function budget(kind: BudgetClass, rate: number, exportShare = 0.4): ApiBudget {
+  const redis = new Redis(REDIS_URL);
+  connections.push(redis);
+  return createBudget(redis, storeKeys(prefix), { rate, class: kind, exportShare });
+}
+
+/** `takers` loops each taking `count` slots one after another, waiting for each as a worker's slot does before its request. */
+async function reserve(b: ApiBudget, takers: number, count: number): Promise<number[]> {
+  const slots: number[][] = await Promise.all(
+    Array.from({ length: takers }, async () => {
+      const mine: number[] = [];
+      for (let i = 0; i < count; i++) {
+        const { waitMs, at } = await b.reserve();
+        mine.push(at);
+        if (waitMs > 0) await new Promise((r) => setTimeout(r, waitMs));
+      }
+      return mine;
+    }),
+  );
+  return slots.flat();
+}
+
+function mostInWindow(slots: number[], ms: number): number {
+  const sorted = [...slots].sort((a, b) => a - b);
+  let most = 0;
+  for (let i = 0, j = 0; i < sorted.length; i++) {
+    while ((sorted[j] ?? 0) <= (sorted[i] ?? 0) - ms) j++;
+    most = Math.max(most, i - j + 1);
+  }
+  return most;
+}
+
+describe('the budget shared by the imports and the export', () => {
+  it('while both draw, the export has its share of the slots and the imports the rest, never more than the rate together', async () => {
+    const rate = 200;
+    const imports = budget('import', rate);
+    const exporter = budget('export', rate);
+    // The imports start first and hold slots ahead; the export joins, then both keep asking.
+    const importing = reserve(imports, 8, 50);
+    await new Promise((r) => setTimeout(r, 100));
+    const exported = await reserve(exporter, 4, 40);
+    const imported = await importing;
+    // Over the span where both held slots: the export's share of them.
+    const end = Math.min(Math.max(...exported), Math.max(...imported));
+    const start = Math.max(Math.min(...exported), Math.min(...imported));
+    const inBoth = (slots: number[]): number => slots.filter((at) => at >= start && at <= end).length;
+    const share = inBoth(exported) / (inBoth(exported) + inBoth(imported));
+    expect(share).toBeGreaterThan(0.33);
+    expect(share).toBeLessThan(0.47);
+    // One budget: never more than the rate in any second, and at least 0.97 of it used while both wait.
+    const all = [...exported, ...imported];
+    expect(mostInWindow(all, 1000)).toBeLessThanOrEqual(rate);
+    expect((inBoth(all) - 1) / ((end - start) / 1000)).toBeGreaterThanOrEqual(0.97 * rate);
+    const use = await budgetUse(connections[0] as Redis, storeKeys(prefix));
+    expect(use).toMatchObject({ import: 400, export: 160 });
+  });
+
+  it('a class that draws alone has the whole rate', async () => {
+    const rate = 50;
+    const exporter = budget('export', rate);
+    const slots = await reserve(exporter, 4, 25);
+    const sorted = slots.sort((a, b) => a - b);
+    const gaps = sorted.slice(1).map((at, i) => at - (sorted[i] ?? 0));
+    expect(Math.min(...gaps)).toBeCloseTo(1000 / (rate * (1 - KNOWN_RATE_MARGIN)), 1);
+    expect(mostInWindow(slots, 1000)).toBeLessThanOrEqual(rate);
+  });
+});
