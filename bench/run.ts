@@ -8,7 +8,7 @@
  * the issue's (about 7 minutes on 2 cores), each row naming its size; for a
  * quicker look set BENCH_IMPORT_ROWS, BENCH_PRODUCER_SMALL,
  * BENCH_PRODUCER_LARGE, BENCH_RATE_ROWS, BENCH_EXPORT_CUSTOMERS,
- * BENCH_LATENCY_ROWS, BENCH_CUSTOMER_BASES (e.g. 10000,100000), BENCH_HISTORY_ROWS,
+ * BENCH_LATENCY_ROWS, BENCH_DURABLE_ROWS, BENCH_CUSTOMER_BASES (e.g. 10000,100000), BENCH_HISTORY_ROWS,
  * BENCH_HISTORY_IMPORTS, the BENCH_SHARE_* sizes of bench/shareBench.ts
  * (BENCH_SHARE_ONLY=1,4 picks its scenarios);
  * BENCH_ONLY=import,latency runs only the steps whose
@@ -18,6 +18,7 @@
 import os from 'node:os';
 import { apiClient } from './apiClient.js';
 import { customersBench } from './customersBench.js';
+import { durableMarks } from './durableMarks.js';
 import { exportBench } from './exportBench.js';
 import { historyBench } from './historyBench.js';
 import { importThroughput, latencyTolerance } from './importThroughput.js';
@@ -39,6 +40,8 @@ const SIZES = {
   rateRows: size('BENCH_RATE_ROWS', 4_000),
   exportCustomers: size('BENCH_EXPORT_CUSTOMERS', 100_000),
   latencyRows: size('BENCH_LATENCY_ROWS', 6_400),
+  /** Rows of each import of the durable-marks step (BENCH_DURABLE_ROWS). */
+  durableRows: size('BENCH_DURABLE_ROWS', 10_000),
   historyRows: size('BENCH_HISTORY_ROWS', 100_000),
   historyImports: size('BENCH_HISTORY_IMPORTS', 1_000),
   /** Sizes of the service's customer base for the requests-per-row figures: BENCH_CUSTOMER_BASES=10000,100000. */
@@ -78,6 +81,7 @@ await step('pipeline: end to end against the raw loop, at 0/20/50 ms', () =>
   }),
 );
 await step('customers: requests per row on a large base', () => customersBench(SIZES.customerBases));
+await step('durable marks: what the Redis settings cost', () => durableMarks(SIZES.durableRows, 32));
 await step('history and search', () => historyBench(SIZES.historyRows, SIZES.historyImports));
 await step('share of the budget between imports and the export', () =>
   shareBench({

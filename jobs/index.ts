@@ -30,3 +30,6 @@ export const ROW_JOBS: Readonly<Record<JobName, RowJob>> = {
   signup: { process: signup, readBack: readBackSignup, marksSentFirst: true },
   'paymentMethod.update': { process: paymentMethodUpdate, marksSentFirst: false },
 };
+
+/** Whether a row's job can read a possibly-applied request back (a card row that lost its cells is then read back, not failed). */
+export const canReadBack = (name: JobName): boolean => ROW_JOBS[name].readBack !== undefined;

@@ -73,6 +73,8 @@ export interface Config {
   jobLockMs: number;
   /** SUBSYNC_REDIS_CLUSTER: REDIS_URL names a node of a Redis Cluster. Default false. */
   redisCluster: boolean;
+  /** SUBSYNC_REDIS_ACCEPT_LOSS: `worker` and `start` run on a Redis that persists nothing. Default false (refused). */
+  redisAcceptLoss: boolean;
   /** SUBSYNC_QUEUE_PREFIX: the prefix of every Redis key. Default `subsync`; `{subsync}` on Redis Cluster. */
   queuePrefix: string;
   /** SUBSYNC_LOG_LEVEL: the pino level. Default `info`. */
@@ -131,6 +133,13 @@ export const CONFIG_VARIABLES: readonly ConfigVariable[] = [
     default: 'false',
     description: 'REDIS_URL names one node of a Redis Cluster; subsync learns the others and follows redirections.',
     expected: 'true or false (true needs SUBSYNC_QUEUE_PREFIX to start with a hash tag, e.g. {subsync}, and REDIS_URL without a database number)',
+    secret: false,
+  },
+  {
+    name: 'SUBSYNC_REDIS_ACCEPT_LOSS',
+    default: 'false',
+    description: '`worker` and `start` run on a Redis that persists nothing (no AOF, no RDB), accepting that a Redis restart loses every unfinished import (tests, trials).',
+    expected: 'true or false',
     secret: false,
   },
   {
@@ -370,6 +379,10 @@ const EnvSchema = z.object({
   SUBSYNC_REDIS_CLUSTER: z
     .enum(['true', 'false', '1', '0', 'yes', 'no'])
     .transform((flag) => flag === 'true' || flag === '1' || flag === 'yes'),
+  SUBSYNC_REDIS_ACCEPT_LOSS: z
+    .enum(['true', 'false', '1', '0', 'yes', 'no'])
+    .default('false')
+    .transform((flag) => flag === 'true' || flag === '1' || flag === 'yes'),
   SUBSYNC_RATE: z.coerce.number().positive().finite().optional(),
   SUBSYNC_CONCURRENCY: wholeNumber,
   SUBSYNC_EXPORT_SHARE: z.coerce.number().min(0.05).max(0.95),
@@ -508,6 +521,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadCo
     apiAuth: e.SUBSYNC_API_AUTH,
     redisUrl: e.REDIS_URL,
     redisCluster: e.SUBSYNC_REDIS_CLUSTER,
+    redisAcceptLoss: e.SUBSYNC_REDIS_ACCEPT_LOSS,
     rate: e.SUBSYNC_RATE,
     concurrency: e.SUBSYNC_CONCURRENCY,
     exportShare: e.SUBSYNC_EXPORT_SHARE,

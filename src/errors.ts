@@ -53,6 +53,7 @@ export const ERROR_CODES = {
   REDIS_UNREACHABLE: 'Redis cannot be reached at REDIS_URL',
   REDIS_EVICTION: 'Redis may evict keys (maxmemory-policy is not noeviction): queued rows could vanish',
   REDIS_OOM: 'Redis refused a write for want of memory (an ioredis reply, recognised in src/redis/redis.ts)',
+  REDIS_PERSISTS_NOTHING: '`worker` or `start` on a Redis without AOF or RDB snapshots (a restart loses every unfinished import), without SUBSYNC_REDIS_ACCEPT_LOSS',
   // Card data at rest (src/cards/crypto.ts).
   CARD_KEY_INVALID: 'a card key or key id is malformed',
   CARD_KEY_UNKNOWN: 'card data was sealed with a key id the keyring does not hold',
@@ -73,6 +74,9 @@ export const ERROR_CODES = {
   // Rows.
   SAME_PERSON_RUNNING: "another import's row is creating the same person: this row waits for its outcome",
   ROW_TAKEN: 'another run settled the row while this attempt was about to send it: this attempt stops',
+  ROW_FENCED: "this run no longer holds its job's lock (another run has it): its mark is refused, it sends nothing and leaves the job's data alone",
+  ROW_MARK_HELD: 'the sent mark was held (a rollback of Redis is being handled) or found the row sent by another run: nothing sent, the row is read again',
+  ROW_CARD_CELLS_GONE: "a card row's sealed cells were lost with its job: it reads back, and is never sent with masked cells",
   ROW_UNRUNNABLE: "a row's job cannot be run: its import or ledger entry is gone, or it carries card data this worker has no key for",
   // Export.
   EXPORT_FAILED: 'the export job failed for good',

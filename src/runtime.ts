@@ -13,12 +13,14 @@ import { checkRedis, createRedis } from './redis/redis.js';
 import { startRowWorker } from './workers/rowWorker.js';
 import { checkContinuity, importJournal, type ImportJournal } from './store/continuity.js';
 import { createImportStore, type ImportStore } from './store/importStore.js';
+import { openRollbackWatch, recentRollbacks, rollbackMessage, type RollbackWatch } from './store/rollback.js';
+import { createMarkSync, type MarkSync } from './redis/durable.js';
 import { createCustomerIndex, type CustomerIndex } from './customers/customerIndex.js';
 import { createCustomerGuard } from './customers/guard.js';
 import { createCustomerFinder } from './customers/finder.js';
 import { createNameSearch } from './customers/nameSearch.js';
 import { createFailureLog, type FailureLog } from './failureLog.js';
-import { startSweeper } from './import/sweep.js';
+import { startSweeper, sweepImport } from './import/sweep.js';
 import { startFeeder, type Feeder } from './queue/feeder.js';
 import { createNotifier, type Notifier } from './notify/notifier.js';
 
@@ -44,33 +46,53 @@ export interface Runtime {
   notifier: Notifier;
   /** Set when Redis lost subsync's data since this data dir last saw it: the explanation. */
   redisLoss: string | undefined;
+  /** Detects a Redis that came back without its last acknowledged writes (src/store/rollback.ts). */
+  rollbacks: RollbackWatch;
+  /** Makes the sent marks written so far durable where Redis allows (WAITAOF, WAIT), one wait per batch at most (src/redis/durable.ts). */
+  markSync: MarkSync;
   /** Things opened later (API clients, workers), closed first. */
   adopt(close: () => Promise<void>): void;
   close(): Promise<void>;
 }
 
 /** Checks Redis (reachable, noeviction; warns when it persists nothing) and opens the runtime. */
-export async function openRuntime(config: Config, logger: Logger): Promise<Runtime> {
-  for (const warning of await checkRedis(config.redisUrl, undefined, { cluster: config.redisCluster })) logger.warn(warning);
+export async function openRuntime(config: Config, logger: Logger, options: { sends?: boolean } = {}): Promise<Runtime> {
+  const refuseLoss = options.sends === true && !config.redisAcceptLoss;
+  for (const warning of await checkRedis(config.redisUrl, undefined, { cluster: config.redisCluster, refuseLoss })) logger.warn(warning);
   const failures = createFailureLog(logger);
   const redis = createRedis(config.redisUrl, { cluster: config.redisCluster });
   redis.on('error', (error) => failures.report('redis connection', error));
   // The ledger has its own, auto-pipelined connection: a worker's rows read and settle in shared writes.
   const storeRedis = createRedis(config.redisUrl, { autoPipelining: true, cluster: config.redisCluster });
   storeRedis.on('error', (error) => failures.report('redis connection', error));
-  const store = createImportStore(storeRedis, config.queuePrefix);
+  // Sent marks have a connection of their own: the wait that makes them durable (WAITAOF, WAIT) blocks nothing else.
+  const marksRedis = createRedis(config.redisUrl, { autoPipelining: true, cluster: config.redisCluster });
+  marksRedis.on('error', (error) => failures.report('redis connection', error));
+  const store = createImportStore(storeRedis, config.queuePrefix, { marks: marksRedis });
   const queues = openQueues(redis, config.queuePrefix, (error) => failures.report('queue connection', error));
   let redisLoss: string | undefined;
+  let rollbacks: RollbackWatch;
   try {
     redisLoss = await checkContinuity(redis, config.queuePrefix, config.dataDir);
+    if (redisLoss) logger.warn(redisLoss);
+    // Every mark and settle tells the watch the rollback counter; a rollback found at start is handled before anything runs.
+    rollbacks = (await openRollbackWatch({ redis: storeRedis, store, prefix: config.queuePrefix, dataDir: config.dataDir, logger, redisLost: redisLoss !== undefined })).watch;
+    store.watchSeq(rollbacks);
+    // The start check tells a rollback detected earlier while an import it put in read-back mode is unfinished.
+    for (const rollback of await recentRollbacks(storeRedis, store, 5)) {
+      const unfinished = await Promise.all(rollback.imports.map(async (id) => {
+        const record = await store.getImport(id);
+        return record !== undefined && record.finishedAt === undefined;
+      }));
+      if (unfinished.some(Boolean)) logger.warn(rollbackMessage(rollback));
+    }
   } catch (error) {
     // (Redis out of memory refuses the marker's write.) Nothing opened here may keep the process alive.
     await queues.close().catch(() => undefined);
-    for (const connection of [storeRedis, redis]) connection.disconnect();
+    for (const connection of [marksRedis, storeRedis, redis]) connection.disconnect();
     failures.close();
     throw error;
   }
-  if (redisLoss) logger.warn(redisLoss);
   const later: Array<() => Promise<void>> = [];
   let closing: Promise<void> | undefined;
   return {
@@ -85,13 +107,16 @@ export async function openRuntime(config: Config, logger: Logger): Promise<Runti
     failures,
     notifier: createNotifier({ control: queues.control, enabled: config.webhookUrl !== undefined, logger }),
     redisLoss,
+    rollbacks,
+    markSync: createMarkSync(marksRedis),
     adopt: (close) => later.push(close),
     close() {
       // Idempotent: a second close waits for the first.
       closing ??= (async () => {
         for (const close of later.reverse()) await close();
+        await rollbacks.close();
         await queues.close();
-        for (const connection of [storeRedis, redis]) await connection.quit().catch(() => connection.disconnect());
+        for (const connection of [marksRedis, storeRedis, redis]) await connection.quit().catch(() => connection.disconnect());
         failures.close();
       })();
       return closing;
@@ -129,10 +154,36 @@ export interface WorkerHandles {
   feeder: Feeder;
 }
 
+/**
+ * Sweeps the unfinished imports a rollback put in read-back mode (src/import/sweep.ts): their rows that no job
+ * will run get one, reading back first. One worker of the fleet per lock period (a lock in Redis).
+ */
+async function sweepReadBackImports(runtime: Runtime): Promise<void> {
+  const { store, queues, config, logger } = runtime;
+  const ids = new Set((await recentRollbacks(store.marks, store, 5)).flatMap((r) => r.imports));
+  if (ids.size === 0) return;
+  if ((await runtime.redis.set(store.keys.readBackSweepLock, String(process.pid), 'PX', Math.max(1000, Math.floor(config.jobLockMs * 0.9)), 'NX')) !== 'OK') return;
+  for (const id of ids) {
+    const record = await store.getImport(id);
+    if (!record || record.finishedAt !== undefined || record.readBack === undefined) continue;
+    const report = await sweepImport(store, queues, id);
+    if (report && report.requeued.length > 0) logger.warn({ importId: id, requeued: report.requeued.length }, 'read-back mode: rows without a job queued again, reading back first');
+  }
+}
+
 /** Starts the row worker (and the control worker unless `control` is false) on `runtime`. */
 export function startWorkers(
   runtime: Runtime,
-  options: { apiUrl: string; concurrency: number; control?: boolean; rate?: number; backoff?: BackoffBounds; sweep?: { intervalMs?: number; quietMs?: number } },
+  options: {
+    apiUrl: string;
+    concurrency: number;
+    control?: boolean;
+    rate?: number;
+    backoff?: BackoffBounds;
+    sweep?: { intervalMs?: number; quietMs?: number };
+    /** Wait for sent marks to be durable (WAITAOF, WAIT) before their requests leave; default true (false: the bench's baseline). */
+    durableMarks?: boolean;
+  },
 ): WorkerHandles {
   const rate = options.rate ?? runtime.config.rate;
   const exportShare = runtime.config.exportShare;
@@ -159,10 +210,19 @@ export function startWorkers(
     names,
     finder: createCustomerFinder({ redis: runtime.redis, prefix: runtime.config.queuePrefix, index: runtime.customers, refresh }),
     failures: runtime.failures,
+    markSync: options.durableMarks === false ? undefined : runtime.markSync,
+    rollbackSettled: () => runtime.rollbacks.settled(),
     notifier: runtime.notifier,
   });
   // Rows no job will run any more (a batch that could not hand them on, jobs lost) are queued again.
   const sweeper = startSweeper({ redis: runtime.redis, store: runtime.store, queues: runtime.queues, logger: runtime.logger, failures: runtime.failures }, options.sweep);
+  // After a rollback, a batch that ran on may have completed without rows whose settles Redis lost. The imports
+  // in read-back mode are swept every lock period (one worker of the fleet at a time), not only once quiet: any
+  // worker does it, whichever one detected the rollback (it may be gone).
+  const readBackSweep = setInterval(() => {
+    void sweepReadBackImports(runtime).catch((error: unknown) => runtime.failures.report('sweep', error));
+  }, runtime.config.jobLockMs);
+  readBackSweep.unref();
   const feeder = startFeeder({
     redis: runtime.redis,
     prefix: runtime.config.queuePrefix,
@@ -199,6 +259,7 @@ export function startWorkers(
         });
   // Closing a worker lets its active jobs finish; the API client closes after.
   runtime.adopt(async () => {
+    clearInterval(readBackSweep);
     await feeder.close();
     await sweeper.stop();
     await Promise.all([rows.close(), control?.close()]);

@@ -72,6 +72,7 @@ export const EXIT_OF_CODE: Readonly<Record<SubsyncErrorCode, ExitOfError>> = {
   REDIS_UNREACHABLE: 'unavailable',
   REDIS_EVICTION: 'unavailable',
   REDIS_OOM: 'unavailable',
+  REDIS_PERSISTS_NOTHING: 'unavailable',
   // The keyring is built from a configuration already checked; these are found by workers, row by row.
   CARD_KEY_INVALID: 'unexpected',
   CARD_KEY_UNKNOWN: 'unexpected',
@@ -94,6 +95,9 @@ export const EXIT_OF_CODE: Readonly<Record<SubsyncErrorCode, ExitOfError>> = {
   SAME_PERSON_RUNNING: 'unexpected',
   // Inside a worker's run of a row.
   ROW_TAKEN: 'unexpected',
+  ROW_FENCED: 'unexpected',
+  ROW_MARK_HELD: 'unexpected',
+  ROW_CARD_CELLS_GONE: 'unexpected',
   ROW_UNRUNNABLE: 'unexpected',
   EXPORT_FAILED: 'failure',
   EXPORT_INCOMPLETE: 'rowsFailed',

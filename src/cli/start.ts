@@ -44,5 +44,5 @@ export async function runStart(flags: StartFlags): Promise<void> {
     const received = await signal;
     runtime.logger.info({ signal: received }, 'stopping: dashboard, watcher, then workers (active jobs finish)');
     // Checked before Redis is opened and any worker starts: a dashboard that may not start stops the whole process.
-  }, {}, (config) => requireTokenOffLoopback(flags.host, config.dashboardToken, config.dashboardTokens));
+  }, {}, (config) => requireTokenOffLoopback(flags.host, config.dashboardToken, config.dashboardTokens), { sends: true });
 }

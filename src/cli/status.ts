@@ -2,6 +2,7 @@
 import type { Command } from 'commander';
 import { ImportNotFoundError, importStatus, type ImportStatus } from '../import/status.js';
 import { sweepImport, type SweepReport } from '../import/sweep.js';
+import { recentRollbacks, rollbackMessage } from '../store/rollback.js';
 import { withRuntime } from './context.js';
 import { feedView } from './import.js';
 import { formatSeconds, turnText } from './progress.js';
@@ -29,6 +30,11 @@ export function register(program: Command): void {
             : undefined;
           statuses.push({ ...status, expiresAt: expiresAt === undefined ? null : new Date(expiresAt).toISOString(), memoryBytes: bytes, ...(sweep ? { sweep } : {}) });
         }
+        // Redis lost acknowledged writes while one of these imports ran: said first, on stderr (stdout stays the statuses).
+        const shown = new Set(statuses.map((s) => s.importId));
+        for (const rollback of await recentRollbacks(runtime.redis, runtime.store)) {
+          if (rollback.imports.some((id) => shown.has(id))) process.stderr.write(`subsync: ${rollbackMessage(rollback)}\n`);
+        }
         if (flags.json) {
           for (const status of statuses) process.stdout.write(`${JSON.stringify(status)}\n`);
           return;
@@ -49,6 +55,7 @@ export function register(program: Command): void {
           if (s.sweep && (s.sweep.requeued.length > 0 || s.sweep.withoutCards.length > 0)) {
             process.stdout.write(`  ${s.sweep.requeued.length} row(s) had no job that would run them and were queued again${s.sweep.withoutCards.length ? `; ${s.sweep.withoutCards.length} card row(s) had lost their card data and settled failed` : ''}\n`);
           }
+          if (s.readBackSince) process.stdout.write(`  read-back mode since ${s.readBackSince}: Redis lost acknowledged writes while it ran, so its rows without an outcome read back before any create\n`);
           if (s.sweep?.finalizeQueued) process.stdout.write('  every row had settled and the results were not being written: queued again\n');
         }
       }),

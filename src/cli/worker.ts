@@ -38,5 +38,5 @@ export async function runWorker(flags: WorkerFlags): Promise<void> {
     process.stdout.write(`worker running (concurrency ${concurrency}); SIGTERM or Ctrl-C stops it\n`);
     const received = await signal;
     runtime.logger.info({ signal: received }, 'worker stopping: letting active jobs finish');
-  });
+  }, {}, undefined, { sends: true });
 }

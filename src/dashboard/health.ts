@@ -2,6 +2,7 @@ import type { Queue } from 'bullmq';
 import { apiRateLimited } from '../metrics.js';
 import { indexReport, type IndexReport } from '../customers/report.js';
 import type { Runtime } from '../runtime.js';
+import { recentRollbacks, type Rollback } from '../store/rollback.js';
 
 /** The job states shown for each queue (BullMQ's names). */
 export const QUEUE_STATES = ['waiting', 'prioritized', 'active', 'delayed', 'failed'] as const;
@@ -31,6 +32,8 @@ export interface QueueHealth {
   requests: { searches: number; reads: number; writes: number };
   /** What subsync knows of the service's customers (its memory is `subsync index status`'s). */
   customerIndex: IndexReport;
+  /** The latest times Redis came back without acknowledged writes, newest first (src/store/rollback.ts). */
+  rollbacks: Rollback[];
 }
 
 async function queueCounts(queue: Queue): Promise<{ name: string; paused: boolean; counts: Record<QueueState, number> }> {
@@ -63,5 +66,6 @@ export async function queueHealth(runtime: Runtime, now = Date.now()): Promise<Q
     },
     requests: { searches: sum((f) => f.searches), reads: sum((f) => f.reads), writes: sum((f) => f.apiCalls - f.searches - f.reads) },
     customerIndex,
+    rollbacks: await recentRollbacks(runtime.store.marks, runtime.store, 5),
   };
 }

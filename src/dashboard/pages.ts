@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { contentTypeOf, exportPath, listExports, listSchedules } from './exports.js';
 import type { IndexReport } from '../customers/report.js';
 import { queueHealth, QUEUE_STATES } from './health.js';
+import { rollbackMessage } from '../store/rollback.js';
 import { FAILED_RETENTION_SECONDS } from '../queue/queues.js';
 import { html, type Html } from './html.js';
 import { actorOf, csrfOf, noticeOf, redirectWithNotice, sendPage, type DashboardContext } from './context.js';
@@ -176,6 +177,10 @@ ${current?.request.outDir ? html`<p class="hint">Saving here writes to the data 
 <dt>429s, this process</dt><dd>${health.rateLimited.thisProcess} <span class="hint">(since it started; <code>subsync_api_rate_limited_total</code>)</span></dd>
 <dt>Requests, recent imports</dt><dd>${health.requests.searches} searches · ${health.requests.reads} reads · ${health.requests.writes} writes <span class="hint">(summed over the ${health.rateLimited.imports} most recent imports)</span></dd>
 </dl>
+<h2>Redis writes</h2>
+${health.rollbacks.length === 0
+  ? html`<p>Redis has kept every acknowledged write subsync saw (no rollback detected).</p>`
+  : html`<ul>${health.rollbacks.map((r) => html`<li>${rollbackMessage(r)}</li>`)}</ul>`}
 <h2>Customer index</h2>
 ${indexFacts(health.customerIndex)}
 <h2>Retention</h2>

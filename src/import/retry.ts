@@ -1,4 +1,5 @@
 import type { Queues, RowBatchData } from '../queue/queues.js';
+import { canReadBack } from '../../jobs/index.js';
 import { batchJobId, batchOf, getRowJob, rowJobOptions } from '../queue/queues.js';
 import { blocksAwaitingRelease } from '../queue/feeder.js';
 import { CARD_DATA_GONE, isLive, requeueStranded } from '../queue/requeue.js';
@@ -51,7 +52,7 @@ export async function retryRows(store: ImportStore, queues: Queues, importId: st
       const waiting = (await blocksAwaitingRelease(queues.redis, queues.prefix, importId, [batchOf(only)])).size > 0;
       if (waiting || (await isLive(batch)) || (await isLive(own))) throw new RetryError(`row ${only} is ${entry.status} and its job will run it (\`subsync status ${importId}\` follows it)`);
       const secrets = own?.data.secrets ?? (batch ? (batch.data as RowBatchData).secrets?.[String(only)] : undefined);
-      const requeued = await requeueStranded(store, queues, record, [{ row: only, entry, ...(secrets === undefined ? {} : { secrets }) }]);
+      const requeued = await requeueStranded(store, queues, record, [{ row: only, entry, ...(secrets === undefined ? {} : { secrets }) }], canReadBack);
       result.retried.push(...requeued.queued);
       for (const row of requeued.withoutCards) result.skipped.push({ row, reason: `settled failed: ${CARD_DATA_GONE}` });
       return result;

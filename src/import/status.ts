@@ -45,6 +45,8 @@ export interface ImportStatus {
   writes: number;
   retries: number;
   rateLimited: number;
+  /** Redis lost acknowledged writes while this import ran: since then its rows without an outcome read back before any create. */
+  readBackSince?: string;
   /**
    * Its turn at the budget while rows remain (with `feed` given): its place
    * among the imports waiting for their turn, its share and the rate it
@@ -105,6 +107,7 @@ export async function importStatus(store: ImportStore, importId: string, now = D
     writes: counts.apiCalls - counts.searches - counts.reads,
     retries: counts.retries,
     rateLimited: counts.rateLimited,
+    readBackSince: record.readBack === undefined ? undefined : new Date(record.readBack).toISOString(),
     ...(feed && record.finishedAt === undefined && !settled ? { schedule: await scheduleOf(feed, importId, record.total, counts.settled) } : {}),
     runState: run.state,
     runReason: run.reason,

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { canReadBack } from '../../jobs/index.js';
 import type { FailureLog } from '../failureLog.js';
 import { SWEEP_DEFAULTS } from '../policy.js';
 import type { RedisClient } from '../redis/redis.js';
@@ -101,7 +102,7 @@ export async function sweepImport(store: ImportStore, queues: Queues, importId: 
     const entry: LedgerEntry | undefined = entries[i];
     if (entry && !isSettled(entry.status)) stranded.push({ row: c.row, entry, ...(c.secrets === undefined ? {} : { secrets: c.secrets }) });
   });
-  const result = await requeueStranded(store, queues, record, stranded);
+  const result = await requeueStranded(store, queues, record, stranded, canReadBack);
   report.requeued = result.queued;
   report.withoutCards = result.withoutCards;
   // The dead batches' rows have jobs of their own or outcomes now: their sealed card data goes with them.

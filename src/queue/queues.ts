@@ -22,6 +22,8 @@ export const RowJobDataSchema = z.object({
   secrets: z.string().optional(),
   /** Attempts the row made in its batch before this job took it over. */
   after: z.number().int().min(0).optional(),
+  /** Its card cells were lost with its job: it reads back, and settles `failed` when nothing is found; it never sends. */
+  readBackOnly: z.literal(true).optional(),
   /**
    * The row failed for good in its batch: this job settles it so, without a
    * request, and is kept, failed, for the dashboard's retry (with the card

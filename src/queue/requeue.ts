@@ -1,4 +1,5 @@
 import type { Job } from 'bullmq';
+import type { JobName } from '../outcomes.js';
 import { secretColumnIndexes } from '../csv/rows.js';
 import type { ImportRecord, ImportStore, LedgerEntry } from '../store/importStore.js';
 import { planOf } from '../store/plan.js';
@@ -38,12 +39,22 @@ export interface RequeueResult {
  * Gives stranded rows (unsettled, and no job that will run them) a row job
  * of their own, id `<importId>-<row>` as for a row its batch handed on: the
  * ledger marks them handed (`h`) first, so a batch run again leaves them to
- * that job. A `sent` row stays `sent`, so its job reads back before sending.
+ * that job. Each becomes `sent` (read-back mode), so its job reads back
+ * before sending: a pending row without a job may be one whose settle a
+ * Redis that lost writes forgot, after its request left.
  * A dead job of the row's own (failed) is replaced, and the row gets its
- * full attempts. A card row whose sealed cells are gone cannot be sent: it
- * settles `failed`, saying why, so it still has an outcome.
+ * full attempts. A card row whose sealed cells are gone cannot be sent: when
+ * its job can read it back (`canReadBack`), it is queued to read back only
+ * (a sign-up whose settle Redis lost is found and reconciled); otherwise, or
+ * when nothing is found, it settles `failed`, saying why.
  */
-export async function requeueStranded(store: ImportStore, queues: Queues, record: ImportRecord, rows: readonly StrandedRow[]): Promise<RequeueResult> {
+export async function requeueStranded(
+  store: ImportStore,
+  queues: Queues,
+  record: ImportRecord,
+  rows: readonly StrandedRow[],
+  canReadBack: (name: JobName) => boolean = () => false,
+): Promise<RequeueResult> {
   const importId = record.id;
   const cards = holdsCardData(record);
   const result: RequeueResult = { queued: [], withoutCards: [] };
@@ -51,11 +62,16 @@ export async function requeueStranded(store: ImportStore, queues: Queues, record
   for (const { row, entry, secrets } of rows) {
     const name = entry.job;
     if (name === null) continue;
-    if (cards && secrets === undefined) {
+    // Without its card cells a row can still be read back (a sign-up's customer): its job reads back and
+    // settles `failed` only when nothing is found, never sending the masked cells.
+    const readBackOnly = cards && secrets === undefined && canReadBack(name);
+    if (cards && secrets === undefined && !readBackOnly) {
       unsendable.push({ row, entry: { ...entry, status: 'failed', note: CARD_DATA_GONE } });
       continue;
     }
-    if (!(await store.updateUnsettled(importId, row, { ...entry, handed: true }))) continue;
+    // Read-back mode: a row without a job may have been sent by a run whose settle Redis lost
+    // (a rollback), so even a pending one reads back before any create.
+    if (!(await store.updateUnsettled(importId, row, { ...entry, status: 'sent', handed: true }))) continue;
     const own = await queues.rows.getJob(rowJobId(importId, row));
     if (own && !(await isLive(own))) await own.remove();
     else if (own) {
@@ -63,7 +79,7 @@ export async function requeueStranded(store: ImportStore, queues: Queues, record
       result.queued.push(row);
       continue;
     }
-    await queues.rows.add(name, { importId, row, ...(secrets === undefined ? {} : { secrets }) }, rowJobOptions(importId, row, record.options.attempts));
+    await queues.rows.add(name, { importId, row, ...(secrets === undefined ? {} : { secrets }), ...(readBackOnly ? { readBackOnly: true as const } : {}) }, rowJobOptions(importId, row, record.options.attempts));
     result.queued.push(row);
   }
   if (unsendable.length > 0) {

@@ -30,6 +30,14 @@ export function storeKeys(prefix: string) {
     searchIndex: (importId: string) => `${prefix}:import:${importId}:find`,
     /** Hash: the pages of an import's searches by name, and their counts (src/customers/nameSearch.ts). */
     nameSearches: (importId: string) => `${prefix}:import:${importId}:names`,
+    /** String: the rollback counter, bumped by every mark and settle; it only grows while Redis keeps its writes (src/store/rollback.ts). */
+    seq: `${prefix}:seq`,
+    /** String: set while a process handles a rollback it detected; marks are refused (nothing is sent) meanwhile. */
+    rollbackHold: `${prefix}:rollback-hold`,
+    /** List: the rollbacks detected, newest first (JSON), for status, the start check and the dashboard. */
+    rollbacks: `${prefix}:rollbacks`,
+    /** String: held by the worker that sweeps the imports in read-back mode this lock period. */
+    readBackSweepLock: `${prefix}:read-back-sweep-lock`,
     /** String: set while the inbox is paused (`subsync inbox pause`): the watcher takes no new file. */
     inboxPaused: `${prefix}:inbox:paused`,
     /** String: held by the worker that sweeps the unfinished imports this interval (src/import/sweep.ts). */

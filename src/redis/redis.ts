@@ -7,7 +7,7 @@ export type RedisClient = Redis | Cluster;
 /** Why subsync will not start against this Redis; the message is one line an operator can act on. */
 export class RedisCheckError extends SubsyncError {
   constructor(
-    readonly code: 'REDIS_UNREACHABLE' | 'REDIS_EVICTION',
+    readonly code: 'REDIS_UNREACHABLE' | 'REDIS_EVICTION' | 'REDIS_PERSISTS_NOTHING',
     message: string,
   ) {
     super(message);
@@ -51,12 +51,16 @@ function clusterNode(url: string): { node: { host: string; port: number }; redis
  * noeviction` (BullMQ loses jobs under eviction: refused), and persistence
  * (what it keeps of an acknowledged write: see durabilityWarning).
  * Returns the warnings. A managed Redis that forbids CONFIG is let through
- * with a warning, since the policy cannot be read.
+ * with a warning, since the policy cannot be read. With `refuseLoss` (the
+ * commands that send rows), a Redis that persists nothing is refused
+ * (REDIS_PERSISTS_NOTHING): nothing subsync does can keep an import through
+ * its restart.
  */
-export async function checkRedis(url: string, timeoutMs = 3000, options: { cluster?: boolean } = {}): Promise<string[]> {
+export async function checkRedis(url: string, timeoutMs = 3000, options: { cluster?: boolean; refuseLoss?: boolean } = {}): Promise<string[]> {
+  const refuseLoss = options.refuseLoss ?? false;
   if (!options.cluster) {
     const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: timeoutMs, retryStrategy: () => null });
-    return checkNodes(url, redis, async () => [redis]);
+    return checkNodes(url, redis, async () => [redis], refuseLoss);
   }
   // A cluster: every master is checked (each holds its own policy and persistence).
   const { node, redisOptions } = clusterNode(url);
@@ -65,10 +69,10 @@ export async function checkRedis(url: string, timeoutMs = 3000, options: { clust
     clusterRetryStrategy: () => null,
     redisOptions: { ...redisOptions, maxRetriesPerRequest: 0, connectTimeout: timeoutMs },
   });
-  return checkNodes(url, cluster, async () => cluster.nodes('master'));
+  return checkNodes(url, cluster, async () => cluster.nodes('master'), refuseLoss);
 }
 
-async function checkNodes(url: string, client: RedisClient, nodesOf: () => Promise<Redis[]>): Promise<string[]> {
+async function checkNodes(url: string, client: RedisClient, nodesOf: () => Promise<Redis[]>, refuseLoss: boolean): Promise<string[]> {
   client.on('error', () => undefined);
   try {
     let nodes: Redis[];
@@ -81,7 +85,7 @@ async function checkNodes(url: string, client: RedisClient, nodesOf: () => Promi
       throw new RedisCheckError('REDIS_UNREACHABLE', `Redis is not reachable at ${redactUrl(url)} (${reason}); ${START_REDIS_HINT}`);
     }
     const warnings = new Set<string>();
-    for (const node of nodes) for (const warning of await checkNode(url, node)) warnings.add(warning);
+    for (const node of nodes) for (const warning of await checkNode(url, node, refuseLoss)) warnings.add(warning);
     return [...warnings];
   } finally {
     client.disconnect();
@@ -98,11 +102,26 @@ export interface Durability {
   /** Replicas connected to this master, and `min-replicas-to-write`. */
   replicas: number;
   minReplicasToWrite: number;
+  /** `redis_version` (WAITAOF needs 7.2); undefined when unknown. */
+  version?: string;
 }
+
+/** Whether a Redis version has WAITAOF (7.2 and later). */
+export function hasWaitAof(version: string | undefined): boolean {
+  const [major = 0, minor = 0] = (version ?? '').split('.').map(Number);
+  return major > 7 || (major === 7 && minor >= 2);
+}
+
+/** Whether a Redis keeps nothing at all across a restart: no AOF, no RDB snapshots. */
+export const persistsNothing = (d: Durability): boolean => !d.appendonly && d.save.trim() === '';
+
+/** What subsync does when Redis may lose acknowledged writes: detect the rollback and read back. */
+const DETECTS =
+  'subsync detects such a rollback (a counter every mark and settle bumps, remembered by each process and in the data dir), holds sending, and reads back every unfinished row before any create, so nothing is created twice while a worker or the data dir outlives the loss';
 
 /**
  * What the node's persistence means for subsync's promise ("nothing created
- * twice, every row one outcome"), as one warning, or undefined when an
+ * twice, every row one outcome"), as one line, or undefined when an
  * acknowledged write survives a host crash (AOF with `appendfsync always`,
  * and no replica a failover could promote while it lags behind).
  *
@@ -110,29 +129,34 @@ export interface Durability {
  * request leaves. Redis that comes back without its last acknowledged
  * writes (the tail of an AOF not yet fsync'd, everything after the last RDB
  * snapshot, what a promoted replica had not received) can forget such a
- * mark, and the row may then be sent again. subsync does not detect that
- * rollback yet, so these settings are told at start, each with its fix.
+ * mark. Each line says what this Redis loses, what subsync does about it
+ * (WAITAOF and WAIT before a batch's requests leave, where Redis allows;
+ * rollback detection always), and the fix.
  */
 export function durabilityWarning(d: Durability): string | undefined {
+  const waitAof = hasWaitAof(d.version);
   const failover =
     d.replicas > 0 && d.minReplicasToWrite === 0
-      ? `; with ${d.replicas} replica(s) and min-replicas-to-write 0, a failover to a replica that lagged behind loses the writes it had not received`
+      ? `; with ${d.replicas} replica(s) and min-replicas-to-write 0, a failover to a replica that lagged behind loses the writes it had not received (subsync waits for one replica to acknowledge each batch's sent marks, WAIT, before its requests leave)`
       : '';
-  if (!d.appendonly && d.save.trim() === '') {
-    return 'Redis persists nothing (no RDB snapshots, no AOF): a Redis restart loses every queued row and ledger; fine for tests, not for production (use --appendonly yes --appendfsync always)';
+  if (persistsNothing(d)) {
+    return 'Redis persists nothing (no RDB snapshots, no AOF): a Redis restart loses every queued row and ledger, and no unfinished import can end; fine for tests, refused for `worker` and `start` unless SUBSYNC_REDIS_ACCEPT_LOSS=true (use --appendonly yes --appendfsync always)';
   }
-  const risk = 'a create whose sent mark is lost that way may be sent again (nothing created twice holds only for what Redis keeps)';
   if (!d.appendonly) {
-    return `Redis keeps RDB snapshots only (save ${d.save.trim()}): a restart loses every write after the last snapshot, and ${risk}${failover}; use --appendonly yes --appendfsync always`;
+    return `Redis keeps RDB snapshots only (save ${d.save.trim()}): a restart loses every write after the last snapshot${failover}; ${DETECTS}; use --appendonly yes --appendfsync always`;
   }
   if (d.appendfsync !== 'always') {
-    return `Redis appends to its AOF with appendfsync ${d.appendfsync}: a host crash or power loss loses ${d.appendfsync === 'everysec' ? 'up to the last second' : 'what the OS had not yet written'} of acknowledged writes, and ${risk}${failover}; use --appendfsync always`;
+    const lost = d.appendfsync === 'everysec' ? 'up to the last second' : 'what the OS had not yet written';
+    const wait = waitAof
+      ? "subsync fsyncs each batch's sent marks (WAITAOF) before its requests leave, and "
+      : `Redis ${d.version ?? 'older than 7.2'} has no WAITAOF to fsync a batch's sent marks before its requests leave, so `;
+    return `Redis appends to its AOF with appendfsync ${d.appendfsync}: a host crash or power loss loses ${lost} of acknowledged writes${failover}; ${wait}${DETECTS}; use --appendfsync always`;
   }
-  return failover === '' ? undefined : `Redis fsyncs every write${failover}, and ${risk}; set min-replicas-to-write 1 (and WAIT-based writes are not used yet)`;
+  return failover === '' ? undefined : `Redis fsyncs every write${failover}; ${DETECTS}; set min-replicas-to-write 1`;
 }
 
-/** One node's policy (noeviction, else refused) and persistence (what it keeps of an acknowledged write, told as a warning). */
-async function checkNode(url: string, redis: Redis): Promise<string[]> {
+/** One node's policy (noeviction, else refused) and persistence (told as a warning; refused when it keeps nothing and `refuseLoss`). */
+async function checkNode(url: string, redis: Redis, refuseLoss: boolean): Promise<string[]> {
   const warnings: string[] = [];
   let policy: string | undefined;
   let durability: Durability;
@@ -145,15 +169,24 @@ async function checkNode(url: string, redis: Redis): Promise<string[]> {
       save: await value('save'),
       replicas: Number(/connected_slaves:(\d+)/.exec(await redis.info('replication'))?.[1] ?? 0),
       minReplicasToWrite: Number((await value('min-replicas-to-write')) || 0),
+      version: /redis_version:([\d.]+)/.exec(await redis.info('server'))?.[1],
     };
   } catch {
-    warnings.push('Redis refuses CONFIG GET, so its maxmemory-policy and persistence cannot be checked; they must be noeviction and AOF with appendfsync always');
+    warnings.push(
+      'Redis refuses CONFIG GET, so its maxmemory-policy and persistence cannot be checked; they must be noeviction and AOF with appendfsync always (subsync still waits for WAITAOF and WAIT where they answer, and detects a rollback)',
+    );
     return warnings;
   }
   if (policy !== undefined && policy !== 'noeviction') {
     throw new RedisCheckError(
       'REDIS_EVICTION',
       `Redis at ${redactUrl(url)} has maxmemory-policy ${policy}; subsync needs noeviction (BullMQ loses jobs when keys are evicted): CONFIG SET maxmemory-policy noeviction`,
+    );
+  }
+  if (refuseLoss && persistsNothing(durability)) {
+    throw new RedisCheckError(
+      'REDIS_PERSISTS_NOTHING',
+      `Redis at ${redactUrl(url)} persists nothing (appendonly no, save ""): a restart would lose every unfinished import; set appendonly yes with appendfsync always (CONFIG SET appendonly yes), or SUBSYNC_REDIS_ACCEPT_LOSS=true to run on it anyway`,
     );
   }
   const warning = durabilityWarning(durability);

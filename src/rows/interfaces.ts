@@ -10,7 +10,13 @@
  *   there is handed on to a job of its own.
  * - row job: a row's own job: its retries, a failure kept for the
  *   dashboard, or a retry asked for by an operator.
- * - taken: another run settled the row meanwhile; this one stops.
+ * - taken: another run settled the row meanwhile, or holds its `sent`
+ *   claim, or this run no longer holds its job (fenced); this one stops.
+ * - claim: the run's identity (its job's lock key and the token it holds
+ *   there): a `sent` mark is a claim of one run, refused to a run that lost
+ *   its lock (src/store/importStore.ts).
+ * - read-back mode: Redis lost acknowledged writes (src/store/rollback.ts);
+ *   every row without an outcome is `sent`, and reads back before any create.
  * - sealed cells: a row's card cells (and password), encrypted, held only in
  *   its job's data until the row has an outcome (src/cards/crypto.ts).
  *
@@ -19,6 +25,7 @@
  */
 import type { ImportKind, JobName, RowOutcome, RowStatus } from '../outcomes.js';
 import type { RowGate } from '../import/runState.js';
+import type { RunClaim } from '../store/importStore.js';
 import { SubsyncError } from '../errors.js';
 
 /** The outcome of a row that failed for good in its batch: its own job settles it so, without a request. */
@@ -40,6 +47,10 @@ export interface RowJobInput {
   attemptsMade: number;
   /** Runs this job is allowed, the first included. */
   attempts: number;
+  /** This run's claim; without one (a test's own runner) marks are not fenced. */
+  claim?: RunClaim;
+  /** Its card cells were lost with its job: it reads back, and settles failed when nothing is found; it never sends. */
+  readBackOnly?: boolean;
 }
 
 /** How a run of a row's own job ended. */
@@ -52,6 +63,8 @@ export type RowJobResult =
   | { kind: 'taken' }
   /** A 429: the fleet's budget is blocked; the row goes again, without spending an attempt. */
   | { kind: 'rate-limited' }
+  /** Its mark was held (a rollback being handled) or found the row sent meanwhile: it goes again, without spending an attempt, and reads back. */
+  | { kind: 'again' }
   /** Its import is paused (or held by its canary): the row was not started, and goes back without spending an attempt. */
   | { kind: 'held' }
   /** The attempt failed and the row has attempts left: the next, after `delayMs`. `error` is scrubbed of the row's secrets. */
@@ -67,6 +80,8 @@ export interface BatchInput {
   jobId?: string;
   /** Sealed card cells by row. */
   secrets?: Readonly<Record<string, string>>;
+  /** This run's claim; without one (a test's own runner) marks are not fenced. */
+  claim?: RunClaim;
 }
 
 /** What each row of a batch came to: settled here, handed to a job of its own, skipped (settled or taken elsewhere), or not started (the process is closing). */

@@ -4,7 +4,7 @@ import type { ApiClient } from '../api/client.js';
 import { withoutSecrets } from '../api/errors.js';
 import type { CardKeyring } from '../cards/crypto.js';
 import type { ColumnPlan } from '../csv/columns.js';
-import { secretValues } from '../csv/rows.js';
+import { secretColumnIndexes, secretValues } from '../csv/rows.js';
 import type { CustomerFinder } from '../customers/finder.js';
 import type { CustomerGuard } from '../customers/guard.js';
 import type { NameSearch } from '../customers/nameSearch.js';
@@ -14,13 +14,15 @@ import { SUCCESS_STATUSES, type ImportKind, type JobName, type RowOutcome, type 
 import type { ApiBudget } from '../redis/budget.js';
 import type { BackoffBounds } from '../backoff.js';
 import { planOf } from '../store/plan.js';
-import { NO_FIGURES, type ImportRecord, type ImportStore, type RunFigures } from '../store/importStore.js';
+import { NO_FIGURES, type ImportRecord, type ImportStore, type MarkResult, type RunClaim, type RunFigures } from '../store/importStore.js';
+import type { MarkSync } from '../redis/durable.js';
 import { isSettled, outcomeOf, withOutcome, type LedgerEntry } from '../store/ledger.js';
 import { coalesce, GATHER_MS, slottedApi, Slots } from './coalesce.js';
 import { decide, mayHaveAppliedNote, notFoundNote, provenNotApplied, reasonOf, type Decision } from '../api/decision.js';
 import { countedApi, noCalls, type CallFigures } from './figures.js';
 import { RowUnrunnableError, type BatchInput, type BatchPort, type BatchResult, type RowJobInput, type RowJobPort, type RowJobResult, type RowRunGate } from './interfaces.js';
 import { keptSecrets, openCells } from './sealed.js';
+import { CARD_DATA_GONE } from '../queue/requeue.js';
 import { SubsyncError } from '../errors.js';
 
 export interface RowProtocolOptions {
@@ -41,6 +43,14 @@ export interface RowProtocolOptions {
   names?: NameSearch;
   /** Repeated failures (a Redis outage) logged once per class and interval, not once per row. */
   failures?: FailureLog;
+  /**
+   * Makes a flush's sent marks durable before their requests leave, where
+   * Redis allows (WAITAOF, WAIT: src/redis/durable.ts); one wait per flush,
+   * group-committed. Default: none.
+   */
+  markSync?: MarkSync;
+  /** Resolves once no rollback is being handled by this process (src/store/rollback.ts): a held mark waits for it. */
+  rollbackSettled?: () => Promise<void>;
   /** Told when a settle completed an import's round: its results are due. */
   onComplete(importId: string, round: number): Promise<void>;
   /** Paused, held (a canary) and cancelling imports; without it every import runs. */
@@ -77,6 +87,10 @@ interface RowRun {
   log: () => Logger;
   /** A batch's row: when the process is closing, it does not start, and goes back with its batch. */
   deferrable: boolean;
+  /** The run's claim (its job's lock and token): marks and writes are fenced by it. */
+  claim: RunClaim | undefined;
+  /** Its card cells are gone: it may read back, never send (see RowJobInput). */
+  readBackOnly?: boolean;
 }
 
 /** How one attempt ended. `entry` is the row's ledger entry as this attempt left it. */
@@ -85,8 +99,16 @@ type Attempt =
   | { kind: 'error'; error: Error; entry: LedgerEntry; ctx: RowContext }
   /** Another run settled the row meanwhile. */
   | { kind: 'taken' }
+  /** This run no longer holds its job (another run has it): it stops, and touches nothing of the job's. */
+  | { kind: 'fenced' }
   /** The process is closing: the row was not started. */
   | { kind: 'deferred' }
+  /**
+   * Nothing was sent: the mark was held (a rollback is being handled) or
+   * found the row `sent` by a run this one cannot take over from what it
+   * read; the row is read again, and reads back.
+   */
+  | { kind: 'recheck'; held: boolean }
   /** The import is paused (or held by its canary): the row was not started. */
   | { kind: 'held' }
   /** The import is cancelling and the ledger refused to let this row be sent: it settled `cancelled`. */
@@ -95,6 +117,58 @@ type Attempt =
 /** Thrown by markSent when another run settled the row meanwhile: this attempt stops before sending. */
 class RowTakenError extends SubsyncError {
   readonly code = 'ROW_TAKEN';
+}
+
+/** Thrown by markSent when this run no longer holds its job's lock: this attempt stops before sending. */
+class RowFencedError extends SubsyncError {
+  readonly code = 'ROW_FENCED';
+}
+
+/** Thrown by markSent when the mark was held or claimed (see Attempt's `recheck`): this attempt stops before sending. */
+class RowRecheckError extends SubsyncError {
+  readonly code = 'ROW_MARK_HELD';
+  constructor(readonly held: boolean) {
+    super(held ? 'the sent mark was held while a rollback of Redis is handled' : 'the row was sent by another run meanwhile');
+  }
+}
+
+/** Thrown by markSent in a read-back-only run: nothing was found, and the row's cells cannot be sent. */
+class CardCellsGoneError extends SubsyncError {
+  readonly code = 'ROW_CARD_CELLS_GONE';
+}
+
+/** Rechecks of one row in one run before it is handed to a job of its own (another live run holds it, or the hold lasts). */
+const MAX_RECHECKS = 3;
+/** A held mark waits this long before the row is read again (the hold lasts while a rollback is handled). */
+const HOLD_RECHECK_MS = 250;
+
+/** What a mark refused tells the attempt. */
+function refusal(result: MarkResult): Error | undefined {
+  switch (result) {
+    case 'marked':
+      return undefined;
+    case 'settled':
+      return new RowTakenError('another run settled the row meanwhile');
+    case 'fenced':
+      // This run lost its job (another run has it now): nothing is sent, and the job's data is the other run's.
+      return new RowFencedError("this run no longer holds its job's lock");
+    case 'claimed':
+      return new RowRecheckError(false);
+    case 'held':
+      return new RowRecheckError(true);
+  }
+}
+
+/** The items of one coalesced flush, grouped by the claim of the run that wrote them (the scripts take one claim per call). */
+function byClaim<T extends { claim: RunClaim | undefined }>(items: readonly T[]): Array<{ claim: RunClaim | undefined; indexes: number[] }> {
+  const groups = new Map<string, { claim: RunClaim | undefined; indexes: number[] }>();
+  items.forEach((item, i) => {
+    const key = item.claim ? `${item.claim.lockKey}\n${item.claim.token}` : '';
+    let group = groups.get(key);
+    if (!group) groups.set(key, (group = { claim: item.claim, indexes: [] }));
+    group.indexes.push(i);
+  });
+  return [...groups.values()];
 }
 
 type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred' | 'held';
@@ -120,6 +194,13 @@ type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred' | 'held';
  * - A batch runs its rows side by side and settles each that succeeds; a
  *   row that fails is handed to a job of its own, which owns the row's
  *   retries from then on (and a batch run again leaves it to that job).
+ * - A `sent` mark is a claim of the run (its job's lock and token): refused
+ *   when the run lost its job (fenced: it stops, and leaves the job's data
+ *   alone), when another live run holds the row, or when the row became
+ *   `sent` after this run read it (it reads the row again, and reads back);
+ *   held while a rollback of Redis is handled (src/store/rollback.ts). The
+ *   marks of a flush are made durable (WAITAOF, WAIT) before their requests
+ *   leave. A card row without its sealed cells never sends: it reads back.
  *
  * Ledger writes of rows that finish in the same turn of the event loop go
  * to Redis in one script call (coalesce.ts). docs/row-protocol.md tells
@@ -147,14 +228,56 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     return known;
   };
 
-  const writeUnsettled = coalesce<{ row: number; entry: LedgerEntry }, boolean>((importId, rows) => store.updateUnsettledRows(importId, rows), gather);
-  const settleRow = coalesce<{ row: number; entry: LedgerEntry; figures: RunFigures; kind: ImportKind }, boolean>(async (importId, rows) => {
+  // Unsettled writes of one turn, one script call per run's claim: a run that lost its lock writes nothing.
+  const writeUnsettledRows = coalesce<{ row: number; entry: LedgerEntry; claim: RunClaim | undefined }, boolean>(async (importId, rows) => {
+    const written: boolean[] = new Array<boolean>(rows.length).fill(false);
+    await Promise.all(
+      byClaim(rows).map(async ({ claim, indexes }) => {
+        const results = await store.updateUnsettledRows(importId, indexes.map((i) => rows[i] as (typeof rows)[number]), claim);
+        indexes.forEach((i, j) => (written[i] = results[j] === true));
+      }),
+    );
+    return written;
+  }, gather);
+  const writeUnsettled = (importId: string, item: { row: number; entry: LedgerEntry }, claim: RunClaim | undefined): Promise<boolean> => writeUnsettledRows(importId, { ...item, claim });
+  // Sent marks of one turn: one script call per run's claim, then one wait that makes them all durable
+  // (WAITAOF, WAIT) before any of their requests leaves.
+  const markRows = coalesce<{ row: number; entry: LedgerEntry; expect: 'pending' | 'sent'; claim: RunClaim | undefined }, MarkResult>(async (importId, rows) => {
+    const results: MarkResult[] = new Array<MarkResult>(rows.length).fill('settled');
+    await Promise.all(
+      byClaim(rows).map(async ({ claim, indexes }) => {
+        const group = indexes.map((i) => rows[i] as (typeof rows)[number]);
+        // Without a claim (a test's own runner), a plain write: no fence.
+        const marked = claim
+          ? await store.markSent(importId, group, claim)
+          : (await store.updateUnsettledRows(importId, group.map((r) => ({ row: r.row, entry: { ...r.entry, status: 'sent' } })))).map((ok): MarkResult => (ok ? 'marked' : 'settled'));
+        indexes.forEach((i, j) => (results[i] = marked[j] ?? 'settled'));
+      }),
+    );
+    if (options.markSync && results.includes('marked')) {
+      const synced = await options.markSync.sync();
+      if (synced.short) {
+        // The batch goes on: rollback detection stays behind it. Told once per interval.
+        options.failures?.report('durable marks', new Error(`Redis did not confirm the sent marks in time (AOF fsynced: ${synced.aof.asked ? synced.aof.fsynced : 'not asked'}, replicas ${synced.replicas.acknowledged} of ${synced.replicas.asked})`));
+      }
+    }
+    return results;
+  }, gather);
+  const settleRow = coalesce<{ row: number; entry: LedgerEntry; figures: RunFigures; kind: ImportKind; claim?: RunClaim }, boolean>(async (importId, rows) => {
     const figures: RunFigures = { ...NO_FIGURES };
     for (const r of rows) addTo(figures, r.figures);
     const result = await store.settleRows(importId, rows, figures);
     // Counted by kind and status, once per group of the call, not once per row.
     const tally = new Map<string, { kind: ImportKind; status: RowStatus; count: number }>();
     rows.forEach((r, i) => {
+      if (result.claimed[i]) {
+        // Another live run holds the row's sent claim: its outcome is the one kept. This run's may have created
+        // something too (it marked the row before its lock was lost, and Redis then lost that mark): said for review.
+        logger.warn(
+          { importId, row: r.row, status: r.entry.status, customerId: r.entry.customerId },
+          "row settled by a run that no longer held it while another run holds the row: the other run's outcome is kept; if both created, the customer here is a duplicate to review",
+        );
+      }
       if (!result.applied[i] || !isSettled(r.entry.status)) return;
       const key = `${r.kind} ${r.entry.status}`;
       const seen = tally.get(key);
@@ -181,6 +304,12 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     if (logger.isLevelEnabled('debug')) log().debug({ attempt, reason: reasonOf(error) }, message);
   }
 
+  /** A held mark: waits for this process's rollback handling, and a moment for another's. */
+  async function holdOver(): Promise<void> {
+    await options.rollbackSettled?.();
+    await new Promise((resolve) => setTimeout(resolve, HOLD_RECHECK_MS));
+  }
+
   /** One attempt at a row in one of this process's slots: the processor, with the ledger kept around it. */
   async function attemptRow(run: RowRun, figures: CallFigures): Promise<Attempt> {
     const { importId, row, stored, known } = run;
@@ -188,7 +317,14 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     let sentNow = false;
     const write = async (next: LedgerEntry): Promise<boolean> => {
       entry = next;
-      return writeUnsettled(importId, { row, entry });
+      return writeUnsettled(importId, { row, entry }, run.claim);
+    };
+    // The mark: a claim of this run, refused when it no longer holds its job, while a rollback is handled,
+    // or when the row is sent by a run it cannot take over from what it read (src/store/importStore.ts).
+    const expect = stored.status === 'sent' ? 'sent' : 'pending';
+    const mark = (): Promise<MarkResult> => {
+      entry = { ...entry, status: 'sent' };
+      return markRows(importId, { row, entry, expect, claim: run.claim });
     };
     const job = ROW_JOBS[run.name];
     // A row whose request is never marked sent (an update) is claimed instead, before it starts: a cancel
@@ -206,9 +342,11 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       previous: stored.status === 'sent' ? 'sent' : 'pending',
       preexisting: stored.preexisting,
       markSent: async () => {
+        if (run.readBackOnly) throw new CardCellsGoneError(CARD_DATA_GONE);
         sentNow = true;
         // The row is marked sent before the request leaves, so a crash after this line reconciles instead of re-creating.
-        if (!(await write({ ...entry, status: 'sent' }))) throw new RowTakenError('another run settled the row meanwhile');
+        const refused = refusal(await mark());
+        if (refused) throw refused;
       },
       recordPreexisting: async (ids) => {
         await write({ ...entry, preexisting: [...ids] });
@@ -237,6 +375,9 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     } catch (caught) {
       // Refused by a cancel (not by a settle elsewhere): the row is cancelled, never sent.
       if (caught instanceof RowTakenError) return (await gate.refused(importId, row, known.record.kind)) ? { kind: 'cancelled' } : { kind: 'taken' };
+      if (caught instanceof RowFencedError) return { kind: 'fenced' };
+      if (caught instanceof CardCellsGoneError) return { kind: 'outcome', entry: { ...entry, status: 'failed', note: CARD_DATA_GONE }, status: 'failed' };
+      if (caught instanceof RowRecheckError) return { kind: 'recheck', held: caught.held };
       // The row's own card number, CVC and password leave no trace in what follows: the ledger's
       // note, the job's failed reason and stack, the logs (src/secrets.ts).
       const error = withoutSecrets(caught, secretValues(known.plan, run.cells));
@@ -310,13 +451,23 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     let figuresAdded = false;
     try {
       const cells = openCells(stored.cells, input.secrets, options.keyring);
-      const result = await attemptRow({ name: input.name, importId, row, known, stored, cells, log, deferrable: false }, figures);
+      // Without its card cells, only a job that can read back runs; another settles failed, saying why.
+      const readBackOnly = input.readBackOnly === true || (input.secrets === undefined && holdsCards(known));
+      const result: Attempt =
+        readBackOnly && !ROW_JOBS[input.name].readBack
+          ? { kind: 'outcome', entry: { ...stored, status: 'failed', note: CARD_DATA_GONE }, status: 'failed' }
+          : await attemptRow({ name: input.name, importId, row, known, stored, cells, log, deferrable: false, claim: input.claim, readBackOnly }, figures);
       // (A row job's run is never deferred: only a batch's rows are.)
-      if (result.kind === 'taken' || result.kind === 'deferred') return { kind: 'taken' };
+      if (result.kind === 'taken' || result.kind === 'deferred' || result.kind === 'fenced') return { kind: 'taken' };
+      if (result.kind === 'recheck') {
+        // Nothing was sent. The job goes again without spending an attempt; its next run reads the row afresh (sent: it reads back).
+        if (result.held) await holdOver();
+        return { kind: 'again' };
+      }
       if (result.kind === 'held') return { kind: 'held' };
       if (result.kind === 'cancelled') return { kind: 'settled', status: 'cancelled' };
       if (result.kind === 'outcome') {
-        await settleRow(importId, { row, entry: result.entry, figures: runFigures(), kind: record.kind });
+        await settleRow(importId, { row, entry: result.entry, figures: runFigures(), kind: record.kind, claim: input.claim });
         figuresAdded = true;
         if (logger.isLevelEnabled('debug')) log().debug({ status: result.status }, 'row settled');
         return { kind: 'settled', status: result.status };
@@ -330,7 +481,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       }
       if (decision.kind === 'retry') {
         // The attempt counts in the ledger (results.csv's _attempts), whatever the next one does.
-        await writeUnsettled(importId, { row, entry: result.entry });
+        await writeUnsettled(importId, { row, entry: result.entry }, input.claim);
         reportAttempt(result.error, attempt, 'row attempt failed; retrying', log);
         return { kind: 'retry', error: result.error, delayMs: decision.delayMs };
       }
@@ -338,7 +489,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       // The job stays (failed, for the dashboard): its CVC goes now that the row has an outcome.
       // Before settling: the settle may complete the import, whose finaliser drops the rest.
       await port.sealSecrets(row, keptSecrets(input.secrets, plan, options.keyring));
-      await settleRow(importId, { row, entry: settled, figures: runFigures(), kind: record.kind });
+      await settleRow(importId, { row, entry: settled, figures: runFigures(), kind: record.kind, claim: input.claim });
       figuresAdded = true;
       const outcome = outcomeOf(settled);
       if (!outcome) throw new Error(`import ${importId} row ${row}: a concluded row is ${settled.status}`);
@@ -395,8 +546,10 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     };
     const handOff = async (entry: LedgerEntry, extra: { after?: number; verdict?: RowJobInput['verdict'] }, delayMs = 0): Promise<BatchRowResult> => {
       // Marked first: a batch run again leaves the row to its job, and re-adds the job (a no-op when it is there).
-      if (!(await writeUnsettled(importId, { row, entry: { ...entry, handed: true } }))) {
-        await forget();
+      if (!(await writeUnsettled(importId, { row, entry: { ...entry, handed: true } }, input.claim))) {
+        // Refused: settled (its cells may go), or this run lost its job or another run holds the row (they stay).
+        const fresh = await store.getRow(importId, row);
+        if (fresh && isSettled(fresh.status)) await forget();
         return 'skipped';
       }
       return addRowJob(extra, delayMs);
@@ -414,10 +567,31 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     }
 
     const cells = openCells(stored.cells, token, options.keyring);
+    // A card row whose sealed cells are gone from its batch (a Redis that lost writes brought the batch back
+    // without them) is never sent with the masked cells: it reads back, and settles failed when nothing is found.
+    const readBackOnly = token === undefined && holdsCards(known);
     let current = stored;
+    let rechecks = 0;
     for (;;) {
       const figures: CallFigures = noCalls();
-      const result = await attemptRow({ name, importId, row, known, stored: current, cells, log, deferrable: true }, figures);
+      const result: Attempt =
+        readBackOnly && !ROW_JOBS[name].readBack
+          ? { kind: 'outcome', entry: { ...current, status: 'failed', note: CARD_DATA_GONE }, status: 'failed' }
+          : await attemptRow({ name, importId, row, known, stored: current, cells, log, deferrable: true, claim: input.claim, readBackOnly }, figures);
+      if (result.kind === 'recheck') {
+        // Nothing was sent: the row is read again (sent now, so the next attempt reads back first).
+        addTo(unsettled, figures);
+        if (result.held) await holdOver();
+        const fresh = await store.getRow(importId, row);
+        if (!fresh || isSettled(fresh.status)) {
+          await forget();
+          return 'skipped';
+        }
+        // Another live run keeps the row (or the hold lasts): its own job waits for its turn.
+        if (++rechecks >= MAX_RECHECKS) return handOff(fresh, { after: 1 }, HOLD_RECHECK_MS * 4);
+        current = fresh;
+        continue;
+      }
       if (result.kind === 'deferred' || result.kind === 'held') {
         addTo(unsettled, figures);
         return result.kind;
@@ -427,9 +601,13 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
         await forget();
         return result.kind === 'taken' ? 'skipped' : 'settled';
       }
+      if (result.kind === 'fenced') {
+        addTo(unsettled, figures);
+        return 'skipped';
+      }
       if (result.kind === 'outcome') {
         await forget();
-        await settleRow(importId, { row, entry: result.entry, figures: { ...figures, retries: 0 }, kind: record.kind });
+        await settleRow(importId, { row, entry: result.entry, figures: { ...figures, retries: 0 }, kind: record.kind, claim: input.claim });
         if (logger.isLevelEnabled('debug')) log().debug({ status: result.status }, 'row settled');
         return 'settled';
       }
@@ -450,7 +628,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       const settled = await conclude(name, result, decision);
       if (isSettled(settled.status) && SUCCESS_STATUSES.has(settled.status)) {
         await forget();
-        await settleRow(importId, { row, entry: settled, figures: { ...figures, retries: 0 }, kind: record.kind });
+        await settleRow(importId, { row, entry: settled, figures: { ...figures, retries: 0 }, kind: record.kind, claim: input.claim });
         return 'settled';
       }
       addTo(unsettled, figures);
@@ -468,6 +646,9 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     },
   };
 }
+
+/** Whether an import's rows carry card cells, sealed in their jobs' data (a row without them cannot be sent). */
+const holdsCards = (known: KnownImport): boolean => secretColumnIndexes(known.plan).length > 0;
 
 function addTo(total: RunFigures, figures: CallFigures & Partial<RunFigures>): void {
   total.apiCalls += figures.apiCalls;

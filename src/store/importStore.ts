@@ -15,6 +15,11 @@ import { STAMP_SERIES_LUA } from './series.js';
  * Ledger entries (src/store/ledger.ts, encoded there): `pending`, `sent`, or
  * a settled RowStatus. Only the run holding a row writes an unsettled entry
  * (src/rows/); settling is one Lua script, so counts move exactly once.
+ *
+ * A `sent` entry also holds, in Redis only, its claim: the token of the run
+ * that marked it (`k`) and the key of that run's job lock (`l`). The claim
+ * holds while that lock holds that token: no other run may send the row
+ * meanwhile, and a run that lost its lock may write nothing unsettled.
  */
 
 export { UNSETTLED_STATES, isSettled, type LedgerEntry, type RowState } from './ledger.js';
@@ -55,6 +60,8 @@ const ImportRecordHashSchema = z.object({
   lastSettledAt: optionalNumber,
   finishedAt: optionalNumber,
   resultsDir: z.string().optional(),
+  /** Epoch ms since when the import is in read-back mode: Redis lost writes while it ran (src/store/rollback.ts). */
+  readBack: z.coerce.number().optional(),
 });
 
 /**
@@ -78,23 +85,33 @@ export interface ImportCounts {
   reads: number;
 }
 
-// Lua: whether a row's ledger entry is open (none yet, pending or sent), so it may be written.
+// Lua: whether a row's ledger entry is open (none yet, pending or sent), so it may be written;
+// whether a sent row's claim is held by a live run other than `token` (its job lock still holds its token).
 const IS_OPEN_LUA = `
 local function isOpen(ledger, row)
   local current = redis.call('HGET', ledger, row)
   if not current then return true end
   local s = cjson.decode(current).s
   return s == 'pending' or s == 'sent'
+end
+local function claimedByOther(entry, token)
+  if entry.s ~= 'sent' or entry.k == nil or entry.k == token then return false end
+  return entry.l ~= nil and redis.call('GET', entry.l) == entry.k
 end`;
 
-// Settles rows once each: refuses an entry already settled, so counts move once.
+// Lua: the rollback counter (src/store/rollback.ts), bumped once per mark or settle call and returned to the caller.
+const SEQ_LUA = `
+local function bumpSeq(key) return redis.call('INCR', key) end`;
+
+// Settles rows once each: refuses an entry already settled, so counts move once, and an entry
+// whose sent claim another live run holds (token '' settles whatever the claim: producer, sweep, dashboard).
 // The runs' API figures are added either way (the calls were made). In the same call: the rows
 // settled and the 429s go into the import's series (src/store/series.ts), and the ids the service
 // answered into its search index (src/store/searchIndex.ts).
-// KEYS: ledger, counts, record, series, search index.
-// ARGV: now, apiCalls, retries, rateLimited, searches, reads, then (row, entry JSON, status, term digests end to end) per row.
-// Returns {settled, total, round, applied per row (1 or 0)}.
-const SETTLE_ROWS_SCRIPT = `${IS_OPEN_LUA}
+// KEYS: ledger, counts, record, series, search index, seq.
+// ARGV: now, apiCalls, retries, rateLimited, searches, reads, then (row, entry JSON, status, term digests end to end, token) per row.
+// Returns {settled, total, round, seq, per row 1 (applied), 0 (settled already) or 2 (another live run's claim)}.
+const SETTLE_ROWS_SCRIPT = `${IS_OPEN_LUA}${SEQ_LUA}
 ${STAMP_SERIES_LUA}
 ${ADD_TERM_ROWS_LUA}
 local function add(field, by)
@@ -106,10 +123,16 @@ add('retries', ARGV[3])
 add('rateLimited', ARGV[4])
 add('searches', ARGV[5])
 add('reads', ARGV[6])
-local reply = {0, 0, 0}
+local reply = {0, 0, 0, bumpSeq(KEYS[6])}
 local applied = 0
-for i = 7, #ARGV, 4 do
-  if isOpen(KEYS[1], ARGV[i]) then
+for i = 7, #ARGV, 5 do
+  local current = redis.call('HGET', KEYS[1], ARGV[i])
+  local entry = current and cjson.decode(current)
+  if entry and entry.s ~= 'pending' and entry.s ~= 'sent' then
+    reply[#reply + 1] = 0
+  elseif entry and ARGV[i + 4] ~= '' and claimedByOther(entry, ARGV[i + 4]) then
+    reply[#reply + 1] = 2
+  else
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
     redis.call('HINCRBY', KEYS[2], ARGV[i + 2], 1)
     redis.call('HINCRBY', KEYS[2], 'settled', 1)
@@ -118,8 +141,6 @@ for i = 7, #ARGV, 4 do
     end
     applied = applied + 1
     reply[#reply + 1] = 1
-  else
-    reply[#reply + 1] = 0
   end
 end
 if applied > 0 then redis.call('HSET', KEYS[3], 'lastSettledAt', ARGV[1]) end
@@ -144,15 +165,59 @@ local function cancelRefuses(ledger, run, row, next)
   return c.s == 'pending' and c.f ~= 1
 end`;
 
-// Writes unsettled entries, each unless its row has settled meanwhile (or a cancel refuses it).
-// KEYS: ledger, run state. ARGV: (row, entry JSON) per row. Returns 1 or 0 per row.
-const UPDATE_UNSETTLED_SCRIPT = `${IS_OPEN_LUA}${CANCEL_REFUSES_LUA}
-local reply = {}
-for i = 1, #ARGV, 2 do
-  local open = isOpen(KEYS[1], ARGV[i])
-  if open and cancelRefuses(KEYS[1], KEYS[2], ARGV[i], ARGV[i + 1]) then open = false end
-  if open then redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-  reply[#reply + 1] = open and 1 or 0
+// Writes unsettled entries, each unless its row has settled meanwhile (or a cancel refuses it), or another
+// live run holds its sent claim; with a run's token and lock (ARGV[1], ARGV[2]), none unless the run still
+// holds its lock. KEYS: ledger, run state, seq. ARGV: token or '', lock key or '', then (row, entry JSON) per row.
+// Returns {seq, per row 1 (written), 0 (settled, or refused by a cancel), 2 (another live run's claim) or 3 (the run lost its lock)}.
+const UPDATE_UNSETTLED_SCRIPT = `${IS_OPEN_LUA}${CANCEL_REFUSES_LUA}${SEQ_LUA}
+local reply = {bumpSeq(KEYS[3])}
+local fenced = ARGV[2] ~= '' and redis.call('GET', ARGV[2]) ~= ARGV[1]
+for i = 3, #ARGV, 2 do
+  local current = redis.call('HGET', KEYS[1], ARGV[i])
+  local entry = current and cjson.decode(current)
+  if fenced then
+    reply[#reply + 1] = 3
+  elseif entry and entry.s ~= 'pending' and entry.s ~= 'sent' then
+    reply[#reply + 1] = 0
+  elseif entry and claimedByOther(entry, ARGV[1]) then
+    reply[#reply + 1] = 2
+  elseif cancelRefuses(KEYS[1], KEYS[2], ARGV[i], ARGV[i + 1]) then
+    reply[#reply + 1] = 0
+  else
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+    reply[#reply + 1] = 1
+  end
+end
+return reply
+`;
+
+// Marks rows sent before their requests leave: a claim held by one run. Refused (nothing written) while a
+// detected rollback is being handled (4), when the run no longer holds its job's lock (3), when the row has
+// settled (0), or when the row is sent already and this run may not take it (2): another live run holds the
+// claim, or this run decided from a pending row (it must read back first). A run that read the row back
+// (expect 'sent') takes over the claim of a run whose lock is gone. A cancel refuses a pending row (0).
+// KEYS: ledger, seq, hold, run state. ARGV: token, lock key, then (row, entry JSON, expect) per row.
+// Returns {seq, per row 1 (marked) or a refusal code}.
+const MARK_SENT_SCRIPT = `${IS_OPEN_LUA}${CANCEL_REFUSES_LUA}${SEQ_LUA}
+local reply = {bumpSeq(KEYS[2])}
+local refuse = nil
+if redis.call('EXISTS', KEYS[3]) == 1 then refuse = 4
+elseif redis.call('GET', ARGV[2]) ~= ARGV[1] then refuse = 3 end
+for i = 3, #ARGV, 3 do
+  local current = redis.call('HGET', KEYS[1], ARGV[i])
+  local entry = current and cjson.decode(current)
+  if refuse then
+    reply[#reply + 1] = refuse
+  elseif entry and entry.s ~= 'pending' and entry.s ~= 'sent' then
+    reply[#reply + 1] = 0
+  elseif entry and entry.s == 'sent' and entry.k ~= ARGV[1] and (ARGV[i + 2] ~= 'sent' or claimedByOther(entry, ARGV[1])) then
+    reply[#reply + 1] = 2
+  elseif cancelRefuses(KEYS[1], KEYS[4], ARGV[i], ARGV[i + 1]) then
+    reply[#reply + 1] = 0
+  else
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+    reply[#reply + 1] = 1
+  end
 end
 return reply
 `;
@@ -252,6 +317,7 @@ const settleCancelledScript = luaScript(SETTLE_CANCELLED_SCRIPT);
 const addFiguresScript = luaScript(ADD_FIGURES_SCRIPT);
 const addSearchTermsScript = luaScript(ADD_SEARCH_TERMS_SCRIPT);
 const updateUnsettledScript = luaScript(UPDATE_UNSETTLED_SCRIPT);
+const markSentScript = luaScript(MARK_SENT_SCRIPT);
 const reopenScript = luaScript(REOPEN_SCRIPT);
 const markEnqueuedScript = luaScript(MARK_ENQUEUED_SCRIPT);
 const markFinishedScript = luaScript(MARK_FINISHED_SCRIPT);
@@ -267,9 +333,39 @@ export interface RunFigures {
 }
 export const NO_FIGURES: RunFigures = { apiCalls: 0, retries: 0, rateLimited: 0, searches: 0, reads: 0 };
 
+/**
+ * The run that writes a row: the token BullMQ gave its job for this run and
+ * the key of that job's lock. Its sent marks are claims; its writes are
+ * refused once the lock no longer holds its token (the run lost its job).
+ */
+export interface RunClaim {
+  token: string;
+  lockKey: string;
+}
+
+/**
+ * Told of the rollback counter's value returned by every mark and settle
+ * (src/store/rollback.ts): `high()` when the call leaves, `saw()` with what
+ * came back. A value not above what was seen before the call means Redis
+ * lost acknowledged writes.
+ */
+export interface SeqWatch {
+  high(): number;
+  /** True when the value shows a rollback (or one is being handled): a mark that came back so must not be sent. */
+  saw(seq: number, highBefore: number): boolean;
+}
+
+/** Why a mark was refused: nothing may be sent. */
+export type MarkRefusal = 'settled' | 'claimed' | 'fenced' | 'held';
+/** What marking one row sent did: `marked`, or why not. */
+export type MarkResult = 'marked' | MarkRefusal;
+const MARK_CODES: Record<number, MarkResult> = { 0: 'settled', 1: 'marked', 2: 'claimed', 3: 'fenced', 4: 'held' };
+
 /** What settling rows told: which of them this call settled, and whether the import is now complete. */
 export interface SettleRowsResult {
   applied: boolean[];
+  /** Per row: another live run holds its sent claim, so this run's outcome was not written. */
+  claimed: boolean[];
   settled: number;
   /** Every row is settled and the total is known: time to write the results. */
   complete: boolean;
@@ -289,36 +385,86 @@ export interface SettleResult {
 
 export type ImportStore = ReturnType<typeof createImportStore>;
 
-export function createImportStore(redis: RedisClient, prefix: string) {
+/**
+ * `marks`: the connection sent marks are written on (default `redis`): one of
+ * their own, so a wait for their durability (src/redis/durable.ts) blocks
+ * nothing else.
+ */
+export function createImportStore(redis: RedisClient, prefix: string, options: { seq?: SeqWatch; marks?: RedisClient } = {}) {
   const keys = storeKeys(prefix);
+  let watch = options.seq;
+  const marks = options.marks ?? redis;
+
+  /** Runs a mark or settle script whose reply holds the rollback counter at `seqAt`, and tells the watch. */
+  async function counted(
+    script: typeof settleRowsScript,
+    scriptKeys: string[],
+    args: ReadonlyArray<string | Buffer>,
+    length: number,
+    seqAt: number,
+    on: RedisClient = redis,
+  ): Promise<{ values: number[]; rolledBack: boolean }> {
+    const before = watch?.high() ?? 0;
+    const values = numbers(await script.run(on, scriptKeys, args), length);
+    const rolledBack = watch?.saw(values[seqAt] ?? 0, before) ?? false;
+    return { values, rolledBack };
+  }
 
   /**
    * Settles rows in one script call, adding their runs' API figures in the
-   * same round trip: a worker settles whatever rows finished together.
+   * same round trip: a worker settles whatever rows finished together. A
+   * row whose sent claim another live run holds is not settled by a run
+   * (`claimed`): that run's outcome is the one the ledger will keep.
    */
-  async function settleRows(importId: string, rows: ReadonlyArray<{ row: number; entry: LedgerEntry }>, figures: RunFigures = NO_FIGURES, now = Date.now()): Promise<SettleRowsResult> {
+  async function settleRows(
+    importId: string,
+    rows: ReadonlyArray<{ row: number; entry: LedgerEntry; claim?: RunClaim }>,
+    figures: RunFigures = NO_FIGURES,
+    now = Date.now(),
+  ): Promise<SettleRowsResult> {
     const args: Array<string | Buffer> = [String(now), String(figures.apiCalls), String(figures.retries), String(figures.rateLimited), String(figures.searches), String(figures.reads)];
-    for (const { row, entry } of rows) args.push(String(row), encodeEntry(entry), entry.status, answeredTerms(entry));
-    const reply = await settleRowsScript.run(redis, [keys.ledger(importId), keys.counts(importId), keys.importRecord(importId), keys.series(importId), keys.searchIndex(importId)], args);
-    const values = numbers(reply, 3 + rows.length);
+    for (const { row, entry, claim } of rows) args.push(String(row), encodeEntry(entry), entry.status, answeredTerms(entry), claim?.token ?? '');
+    const keysOfSettle = [keys.ledger(importId), keys.counts(importId), keys.importRecord(importId), keys.series(importId), keys.searchIndex(importId), keys.seq];
+    const { values } = await counted(settleRowsScript, keysOfSettle, args, 4 + rows.length, 3);
     const [settled = 0, total = -1, round = 0] = values;
-    const applied = values.slice(3);
-    const anyApplied = applied.some((a) => a === 1);
-    return { applied: applied.map((a) => a === 1), settled, complete: anyApplied && total >= 0 && settled === total, round };
+    const codes = values.slice(4);
+    const anyApplied = codes.some((a) => a === 1);
+    return { applied: codes.map((a) => a === 1), claimed: codes.map((a) => a === 2), settled, complete: anyApplied && total >= 0 && settled === total, round };
   }
 
   /** Settles one row (see settleRows). */
   async function settle(importId: string, row: number, entry: LedgerEntry, figures: RunFigures = NO_FIGURES, now = Date.now()): Promise<SettleResult> {
-    const { applied, ...rest } = await settleRows(importId, [{ row, entry }], figures, now);
+    const { applied, claimed: _claimed, ...rest } = await settleRows(importId, [{ row, entry }], figures, now);
     return { applied: applied[0] === true, ...rest };
   }
 
-  /** Writes unsettled entries (sent, back to pending, pre-existing ids) in one call; false for a row settled meanwhile. */
-  async function updateUnsettledRows(importId: string, rows: ReadonlyArray<{ row: number; entry: LedgerEntry }>): Promise<boolean[]> {
-    const args: string[] = [];
+  /**
+   * Writes unsettled entries (back to pending, pre-existing ids, attempts,
+   * handed on) in one call; false for a row settled meanwhile, a row whose
+   * sent claim another live run holds, and, with a run's claim, every row
+   * once that run no longer holds its job's lock.
+   */
+  async function updateUnsettledRows(importId: string, rows: ReadonlyArray<{ row: number; entry: LedgerEntry }>, claim?: RunClaim): Promise<boolean[]> {
+    const args: string[] = [claim?.token ?? '', claim?.lockKey ?? ''];
     for (const { row, entry } of rows) args.push(String(row), encodeEntry(entry));
-    const reply = await updateUnsettledScript.run(redis, [keys.ledger(importId), keys.runState(importId)], args);
-    return numbers(reply, rows.length).map((n) => n === 1);
+    const { values } = await counted(updateUnsettledScript, [keys.ledger(importId), keys.runState(importId), keys.seq], args, 1 + rows.length, 0);
+    return values.slice(1).map((n) => n === 1);
+  }
+
+  /**
+   * Marks rows `sent` before their requests leave, each a claim of the run
+   * (`claim`): a refused row must not be sent (MarkRefusal says why).
+   * `expect` is the state the run decided from: a run that read a `sent` row
+   * back may take over the claim of a run that lost its lock; one that saw
+   * it `pending` may not, and reads it back first.
+   */
+  async function markSent(importId: string, rows: ReadonlyArray<{ row: number; entry: LedgerEntry; expect: 'pending' | 'sent' }>, claim: RunClaim): Promise<MarkResult[]> {
+    const args: string[] = [claim.token, claim.lockKey];
+    // The claim lives in Redis only (k, l beside the entry's fields): entries read back leave it out.
+    for (const { row, entry, expect } of rows) args.push(String(row), JSON.stringify({ ...(JSON.parse(encodeEntry(entry)) as object), s: 'sent', k: claim.token, l: claim.lockKey }), expect);
+    const { values, rolledBack } = await counted(markSentScript, [keys.ledger(importId), keys.seq, keys.rollbackHold, keys.runState(importId)], args, 1 + rows.length, 0, marks);
+    // Marked in a Redis that has just shown it lost writes: held like any mark while the rollback is handled.
+    return values.slice(1).map((n) => (rolledBack && n === 1 ? 'held' : (MARK_CODES[n] ?? 'fenced')));
   }
 
   /**
@@ -332,11 +478,13 @@ export function createImportStore(redis: RedisClient, prefix: string) {
     const values = numbers(reply, 3 + rows.length);
     const [settled = 0, total = -1, round = 0] = values;
     const applied = values.slice(3).map((a) => a === 1);
-    return { applied, settled, complete: applied.some(Boolean) && total >= 0 && settled === total, round };
+    return { applied, claimed: applied.map(() => false), settled, complete: applied.some(Boolean) && total >= 0 && settled === total, round };
   }
 
   return {
     keys,
+    /** The connection sent marks go on (for the wait that makes them durable). */
+    marks,
     /** The store's connection, for modules keeping their own keys beside an import's (src/import/runState.ts). */
     redis,
     settleCancelled,
@@ -472,6 +620,12 @@ export function createImportStore(redis: RedisClient, prefix: string) {
     settle,
     settleRows,
     updateUnsettledRows,
+    markSent,
+
+    /** Watches the rollback counter of every mark and settle from now on (src/store/rollback.ts). */
+    watchSeq(next: SeqWatch | undefined): void {
+      watch = next;
+    },
 
     /** Records the digests of an upsert's match values, for the worker that plans how to find its customers. */
     async addMatchDigests(importId: string, digests: readonly Buffer[]): Promise<void> {

@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import { canReadBack } from '../../jobs/index.js';
 import { DelayedError, RateLimitError, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { RedisClient } from '../redis/redis.js';
 import type { Logger } from 'pino';
@@ -7,7 +8,8 @@ import { ApiError } from '../api/errors.js';
 import type { CardKeyring } from '../cards/crypto.js';
 import { JOB_LOCK_MS, KEYLESS_RETURN_MS } from '../policy.js';
 import type { JobName } from '../outcomes.js';
-import { isSettled, type ImportStore } from '../store/importStore.js';
+import { isSettled, type ImportStore, type RunClaim } from '../store/importStore.js';
+import type { MarkSync } from '../redis/durable.js';
 import type { CustomerFinder } from '../customers/finder.js';
 import type { NameSearch } from '../customers/nameSearch.js';
 import type { CustomerGuard } from '../customers/guard.js';
@@ -58,6 +60,10 @@ export interface RowWorkerOptions {
   names?: NameSearch;
   /** Repeated failures (a Redis outage) logged once per class and interval, not once per row. */
   failures?: FailureLog;
+  /** Makes sent marks durable before their requests leave, where Redis allows (src/redis/durable.ts). */
+  markSync?: MarkSync;
+  /** Resolves once no rollback is being handled by this process (src/store/rollback.ts). */
+  rollbackSettled?: () => Promise<void>;
   /** Told `import.paused` when a canary pauses its import. */
   notifier?: Pick<Notifier, 'notify'>;
 }
@@ -91,8 +97,16 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     names: options.names,
     failures: options.failures,
     onComplete: (importId, round) => enqueueFinalize(queues, importId, round),
+    markSync: options.markSync,
+    rollbackSettled: options.rollbackSettled,
     runGate: gate,
   });
+  /**
+   * A run's claim: the key of its job's lock and the token BullMQ holds there for this run. A run whose
+   * lock has gone to another (its job stalled and was taken over, or Redis lost the fetch) marks nothing.
+   */
+  const claimOf = (job: Job, token: string | undefined): RunClaim | undefined =>
+    token === undefined || job.id === undefined ? undefined : { token, lockKey: `${options.prefix}:${ROWS_QUEUE}:${job.id}:lock` };
   // The protocol's delay for a retry, read by the backoff strategy when BullMQ schedules the next attempt.
   const delays = new WeakMap<Error, number>();
 
@@ -115,6 +129,8 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
           verdict: data.verdict,
           attemptsMade: job.attemptsMade,
           attempts: job.opts.attempts ?? 1,
+          claim: claimOf(job, token),
+          readBackOnly: data.readBackOnly,
         },
         port,
       ),
@@ -128,6 +144,9 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
         throw new UnrecoverableError('row settled by another run meanwhile');
       case 'rate-limited':
         // Fetching stays on: the budget, not the queue, holds requests back.
+        throw Worker.RateLimitError();
+      case 'again':
+        // Nothing was sent (a held or claimed mark): back to wait, no attempt spent.
         throw Worker.RateLimitError();
       case 'held':
         // Paused, or after a canary still running: back, delayed, without spending an attempt.
@@ -151,7 +170,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
         await queues.rows.add(handOn.name, rowJobDataOf(handOn), { ...rowJobOptions(handOn.importId, handOn.row, handOn.attempts), delay: handOn.delayMs });
       },
     };
-    const result = await unrunnable(() => protocol.runBatch({ importId: data.importId, rows: data.rows, jobId: job.id, secrets: data.secrets }, port));
+    const result = await unrunnable(() => protocol.runBatch({ importId: data.importId, rows: data.rows, jobId: job.id, secrets: data.secrets, claim: claimOf(job, token) }, port));
     // Closing: the batch goes back to wait, without spending an attempt, for the rows it did not start.
     if (result.held > 0) {
       // Paused, or after a canary still running: the batch goes back, delayed, without spending an attempt.
@@ -185,7 +204,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
           const secrets = data.secrets?.[String(row)];
           return entry && !isSettled(entry.status) ? [{ row, entry, ...(secrets === undefined ? {} : { secrets }) }] : [];
         });
-        handed = (await requeueStranded(store, queues, record, stranded)).queued.length;
+        handed = (await requeueStranded(store, queues, record, stranded, canReadBack)).queued.length;
       } catch {
         // Left to the sweep, which finds the failed batch and queues its rows.
         throw error;

@@ -20,6 +20,7 @@ describe('subsync start', () => {
     pipeline = await startPipeline({ workers: false });
     const run = subsync(['start', '--port', '0', '--concurrency', '4', '--poll-ms', '100', '--settle-ms', '0'], {
       REDIS_URL: 'redis://127.0.0.1:6379',
+      SUBSYNC_REDIS_ACCEPT_LOSS: 'true',
       SUBSYNC_QUEUE_PREFIX: pipeline.prefix,
       SUBSYNC_API_URL: pipeline.sandbox.url,
       SUBSYNC_DATA_DIR: pipeline.dataDir,
@@ -50,6 +51,7 @@ describe('subsync start', () => {
     pipeline = await startPipeline({ workers: false });
     const run = subsync(['start', '--host', '0.0.0.0', '--port', '0'], {
       REDIS_URL: 'redis://127.0.0.1:6379',
+      SUBSYNC_REDIS_ACCEPT_LOSS: 'true',
       SUBSYNC_QUEUE_PREFIX: pipeline.prefix,
       SUBSYNC_API_URL: pipeline.sandbox.url,
       SUBSYNC_DATA_DIR: pipeline.dataDir,

@@ -41,6 +41,16 @@ describe('checkRedis', () => {
     }
   });
 
+  it('refuses a Redis that persists nothing for the commands that send, naming the setting and the override', async () => {
+    await withRedis(['--maxmemory-policy', 'noeviction', '--appendonly', 'no'], async (url) => {
+      const error = await checkRedis(url, 3000, { refuseLoss: true }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(RedisCheckError);
+      expect(error).toMatchObject({ code: 'REDIS_PERSISTS_NOTHING' });
+      expect(String(error)).toMatch(/persists nothing \(appendonly no, save ""\).*appendonly yes with appendfsync always.*SUBSYNC_REDIS_ACCEPT_LOSS=true/);
+      expect(String(error)).not.toContain('\n');
+    });
+  });
+
   it('tells what each persistence keeps of an acknowledged write', () => {
     const base = { appendonly: true, appendfsync: 'always', save: '', replicas: 0, minReplicasToWrite: 0 };
     expect(durabilityWarning(base)).toBeUndefined();
@@ -49,6 +59,10 @@ describe('checkRedis', () => {
     expect(durabilityWarning({ ...base, replicas: 2 })).toMatch(/2 replica\(s\) and min-replicas-to-write 0, a failover to a replica that lagged behind/);
     expect(durabilityWarning({ ...base, replicas: 2, minReplicasToWrite: 1 })).toBeUndefined();
     expect(durabilityWarning({ ...base, appendonly: false })).toMatch(/persists nothing/);
+    // What subsync does with it: WAITAOF where Redis has it, rollback detection always.
+    expect(durabilityWarning({ ...base, appendfsync: 'everysec', version: '7.0.15' })).toMatch(/Redis 7\.0\.15 has no WAITAOF.*detects such a rollback/);
+    expect(durabilityWarning({ ...base, appendfsync: 'everysec', version: '7.2.4' })).toMatch(/fsyncs each batch's sent marks \(WAITAOF\) before its requests leave/);
+    expect(durabilityWarning({ ...base, replicas: 1 })).toMatch(/waits for one replica to acknowledge each batch's sent marks, WAIT/);
   });
 
   it('says in one line how to start Redis when none answers', async () => {

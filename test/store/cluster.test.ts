@@ -83,6 +83,7 @@ describe('SUBSYNC_REDIS_CLUSTER', () => {
     sandbox = await startSandbox({ port: 0, seed: false });
     const env = (cluster: boolean): NodeJS.ProcessEnv => ({
       REDIS_URL: seed.url,
+      SUBSYNC_REDIS_ACCEPT_LOSS: 'true',
       SUBSYNC_REDIS_CLUSTER: String(cluster),
       SUBSYNC_QUEUE_PREFIX: PREFIX,
       SUBSYNC_API_URL: sandbox!.url,

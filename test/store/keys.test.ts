@@ -66,6 +66,7 @@ describe('the {subsync} prefix on Redis Cluster', () => {
     const c = client;
     const env = (prefix: string): NodeJS.ProcessEnv => ({
       REDIS_URL: redis!.url,
+      SUBSYNC_REDIS_ACCEPT_LOSS: 'true',
       SUBSYNC_QUEUE_PREFIX: prefix,
       SUBSYNC_API_URL: sandbox!.url,
       SUBSYNC_DATA_DIR: path.join(dir!, 'data'),

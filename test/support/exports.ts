@@ -15,6 +15,8 @@ import { until, type Pipeline } from './pipeline.js';
 export function cliEnv(p: Pipeline): NodeJS.ProcessEnv {
   return {
     REDIS_URL: 'redis://127.0.0.1:6379',
+    // The tests' Redis persists nothing: `worker` and `start` refuse it unless told to accept that.
+    SUBSYNC_REDIS_ACCEPT_LOSS: 'true',
     SUBSYNC_QUEUE_PREFIX: p.prefix,
     SUBSYNC_API_URL: p.sandbox.url,
     SUBSYNC_DATA_DIR: p.dataDir,

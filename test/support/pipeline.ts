@@ -127,6 +127,8 @@ export async function until<T>(check: () => Promise<T | undefined>, what: string
 export function envOf(p: Pipeline, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   return {
     REDIS_URL,
+    // The tests' Redis persists nothing: `worker` and `start` refuse it unless told to accept that.
+    SUBSYNC_REDIS_ACCEPT_LOSS: 'true',
     SUBSYNC_QUEUE_PREFIX: p.prefix,
     SUBSYNC_API_URL: p.sandbox.url,
     SUBSYNC_DATA_DIR: p.dataDir,

@@ -1,0 +1,371 @@
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import { Cluster } from 'ioredis';
+import type { RedisClient } from '../redis/redis.js';
+import { luaScript } from '../redis/script.js';
+import type { ImportStore, SeqWatch } from './importStore.js';
+
+/**
+ * Detects a Redis that came back without some of its acknowledged writes (a
+ * host crash with AOF `everysec`, an older RDB snapshot, a replica promoted
+ * while behind), and makes the imports it touched safe again.
+ *
+ * Every mark and settle script bumps one counter (`<prefix>:seq`) and
+ * returns it. While Redis keeps its writes the counter only grows, so every
+ * value a process gets back is above every value it saw before it asked.
+ * Each process remembers the highest value it saw, and writes it to a small
+ * file in the data dir (every few seconds and at exit), so the memory
+ * outlives the process. A value at or below the remembered one (on a call,
+ * on reconnecting, at start) means Redis lost writes: marks of rows sent,
+ * settles, job fetches. Then:
+ *
+ * 1. marks are refused fleet-wide (a hold key the mark script checks), so
+ *    nothing is sent while this runs;
+ * 2. every unfinished import goes into read-back mode: each row without an
+ *    outcome, pending or sent, becomes `sent` (a request may have left), so
+ *    whichever run takes it reads back before any create;
+ * 3. the counter is raised above the remembered value, the rollback is
+ *    recorded in Redis (`status`, the start check and the dashboard show it),
+ *    the hold is lifted, and one error line tells the operator.
+ *
+ * A rollback no process saw a higher value of is not detected: nothing of
+ * subsync's happened in the lost window (or its witnesses died with it, the
+ * data dir's file being a few seconds behind).
+ */
+
+/** A rollback as recorded in Redis and told to the operator. */
+export const RollbackSchema = z.object({
+  /** Epoch ms of the detection. */
+  at: z.number(),
+  /** The highest counter value seen before, and what Redis said then. */
+  from: z.number(),
+  to: z.number(),
+  /** Redis's run id and replication id before and after, when known (a restart, a failover). */
+  runIdBefore: z.string().optional(),
+  runId: z.string().optional(),
+  replIdBefore: z.string().optional(),
+  replId: z.string().optional(),
+  /** Where it was seen: `host:pid`, and how (a call, a reconnect, the start). */
+  by: z.string(),
+  how: z.string(),
+  /** Unfinished imports put in read-back mode, and their rows that became `sent`. */
+  imports: z.array(z.string()),
+  rows: z.number(),
+});
+export type Rollback = z.infer<typeof RollbackSchema>;
+
+/** What the rollback reads of a stored ledger entry (src/store/importStore.ts): every field kept, these read. */
+const StoredStateSchema = z.looseObject({ s: z.string(), j: z.string().nullable(), k: z.string().optional(), l: z.string().optional() });
+
+/** What a data dir remembers: the highest counter seen, of which Redis data set (its continuity marker, src/store/continuity.ts), and Redis's ids then. */
+const InstanceSchema = z.object({ id: z.string() });
+
+const MemorySchema = z.object({ high: z.number(), instance: z.string().optional(), runId: z.string().optional(), replId: z.string().optional(), at: z.number() });
+type Memory = z.infer<typeof MemorySchema>;
+
+/** How long the fleet holds its marks while a rollback is handled, at most (the handler lifts it when done). */
+const HOLD_MS = 120_000;
+/** How often a process writes what it saw to the data dir, and compares with Redis when idle. */
+const REMEMBER_EVERY_MS = 2_000;
+const CHECK_EVERY_MS = 1_000;
+/** Rollbacks kept in Redis for `status`. */
+const KEPT = 20;
+
+// Raises the counter to at least ARGV[1]. KEYS: seq.
+const RAISE_SCRIPT = `
+local v = tonumber(redis.call('GET', KEYS[1]) or '0')
+if v < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) return tonumber(ARGV[1]) end
+return v
+`;
+// Replaces entries still as they were read. KEYS: ledger. ARGV: (row, old JSON, new JSON) per row. Returns how many.
+const SWAP_SCRIPT = `
+local n = 0
+for i = 1, #ARGV, 3 do
+  if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 2])
+    n = n + 1
+  end
+end
+return n
+`;
+const raiseScript = luaScript(RAISE_SCRIPT);
+const swapScript = luaScript(SWAP_SCRIPT);
+
+export interface RollbackWatch extends SeqWatch {
+  /** Compares Redis's counter with what this process saw (at start, after a reconnect, periodically). */
+  check(how: string): Promise<Rollback | undefined>;
+  /** Resolves once no rollback is being handled by this process. */
+  settled(): Promise<void>;
+  /** Called with each rollback this process handles (the worker sweeps the imports it put in read-back mode). */
+  onRollback(listener: (rollback: Rollback) => void): void;
+  /** Writes what this process saw to the data dir and stops its timers. */
+  close(): Promise<void>;
+}
+
+export interface RollbackWatchOptions {
+  redis: RedisClient;
+  store: ImportStore;
+  prefix: string;
+  dataDir: string;
+  logger: Logger;
+  /** Periodic checks and remembering (default on; off for one-shot commands that only check at start). */
+  timers?: boolean;
+  /** What the data dir remembered (openRollbackWatch reads it). */
+  remembered?: Memory;
+  /** The id of the continuity marker of the Redis data set this watch is on, kept with what is remembered. */
+  instance?: string;
+}
+
+/** The file of the data dir where a fleet's processes remember the highest counter they saw. */
+export function memoryFile(dataDir: string, prefix: string): string {
+  return path.join(dataDir, 'state', `redis-seq.${prefix.replace(/[^A-Za-z0-9_.-]/g, '_')}.json`);
+}
+
+export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatch {
+  const { redis, store, logger } = options;
+  const keys = store.keys;
+  const file = memoryFile(options.dataDir, options.prefix);
+  let high = options.remembered?.high ?? 0;
+  let identity: { runId?: string; replId?: string } = { runId: options.remembered?.runId, replId: options.remembered?.replId };
+  let handling: Promise<Rollback | undefined> | undefined;
+  // The last rollback handled: a reply to a call issued before the counter was raised is not another one.
+  let handledFrom = 0;
+  let handledAt = 0;
+  let dirty = false;
+  let closed = false;
+
+  const whoAmI = `${hostname()}:${process.pid}`;
+  const listeners: Array<(rollback: Rollback) => void> = [];
+
+  async function redisIdentity(): Promise<{ runId?: string; replId?: string }> {
+    try {
+      const nodes = redis instanceof Cluster ? redis.nodes('master') : [redis];
+      const node = nodes[0];
+      if (!node) return {};
+      const [server, replication] = await Promise.all([node.info('server'), node.info('replication')]);
+      return { runId: /run_id:(\w+)/.exec(server)?.[1], replId: /master_replid:(\w+)/.exec(replication)?.[1] };
+    } catch {
+      return {};
+    }
+  }
+
+  async function remember(): Promise<void> {
+    if (!dirty) return;
+    dirty = false;
+    const earlier = await readMemory(file);
+    // Several processes may share the data dir: the file keeps the highest any of them saw.
+    if (earlier && earlier.high > high) return;
+    await writeMemory(file, { high, ...(options.instance ? { instance: options.instance } : {}), ...identity, at: Date.now() });
+  }
+
+  /** Puts one import in read-back mode: every row without an outcome becomes `sent` without a claim. Returns how many rows changed. */
+  async function readBackMode(importId: string, at: number): Promise<number> {
+    await redis.hset(keys.importRecord(importId), 'readBack', String(at));
+    let changed = 0;
+    let cursor = '0';
+    do {
+      const [next, items] = await redis.hscan(keys.ledger(importId), cursor, 'COUNT', 500);
+      cursor = next;
+      const args: string[] = [];
+      for (let i = 0; i + 1 < items.length; i += 2) {
+        const row = items[i] as string;
+        const text = items[i + 1] as string;
+        // The stored form as the scripts read it: its state, job and claim; the rest is kept as it is.
+        const entry = StoredStateSchema.parse(JSON.parse(text));
+        if (entry.j === null || (entry.s !== 'pending' && entry.s !== 'sent')) continue;
+        // A live run's claim stays (its run holds its lock, and reads nothing stale); a dead one's goes.
+        if (entry.s === 'sent' && entry.k !== undefined && entry.l !== undefined && (await redis.get(entry.l)) === entry.k) continue;
+        const { k: _k, l: _l, ...rest } = entry;
+        args.push(row, text, JSON.stringify({ ...rest, s: 'sent' }));
+      }
+      if (args.length > 0) changed += Number(await swapScript.run(redis, [keys.ledger(importId)], args));
+    } while (cursor !== '0');
+    return changed;
+  }
+
+  async function handle(from: number, to: number, how: string): Promise<Rollback | undefined> {
+    const at = Date.now();
+    const before = identity;
+    const now = await redisIdentity();
+    // Nothing may be sent anywhere in the fleet until the imports are in read-back mode.
+    await redis.set(keys.rollbackHold, JSON.stringify({ at, by: whoAmI }), 'PX', HOLD_MS);
+    try {
+      const imports: string[] = [];
+      let rows = 0;
+      for (const id of await store.listImportIds(1000)) {
+        const record = await store.getImport(id);
+        if (!record || record.finishedAt !== undefined) continue;
+        rows += await readBackMode(id, at);
+        imports.push(id);
+      }
+      const raised = Number(await raiseScript.run(redis, [keys.seq], [String(from + 1)]));
+      high = Math.max(high, raised);
+      identity = now;
+      dirty = true;
+      const rollback: Rollback = {
+        at,
+        from,
+        to,
+        ...(before.runId ? { runIdBefore: before.runId } : {}),
+        ...(now.runId ? { runId: now.runId } : {}),
+        ...(before.replId ? { replIdBefore: before.replId } : {}),
+        ...(now.replId ? { replId: now.replId } : {}),
+        by: whoAmI,
+        how,
+        imports,
+        rows,
+      };
+      await redis.multi().lpush(keys.rollbacks, JSON.stringify(rollback)).ltrim(keys.rollbacks, 0, KEPT - 1).exec();
+      logger.error({ rollback }, rollbackMessage(rollback));
+      await remember();
+      for (const listener of listeners) listener(rollback);
+      return rollback;
+    } finally {
+      await redis.del(keys.rollbackHold).catch(() => undefined);
+    }
+  }
+
+  function detect(from: number, to: number, how: string): Promise<Rollback | undefined> {
+    if (!handling && from <= handledFrom && Date.now() - handledAt < HOLD_MS) return Promise.resolve(undefined);
+    handling ??= handle(from, to, how)
+      .then((rollback) => {
+        handledFrom = Math.max(handledFrom, from);
+        handledAt = Date.now();
+        return rollback;
+      })
+      .catch((error: unknown) => {
+        logger.error({ err: error }, 'Redis lost acknowledged writes, and putting the unfinished imports in read-back mode failed; it is tried again at the next check');
+        // Still lower than seen: the next call or check finds it again.
+        return undefined;
+      })
+      .finally(() => {
+        handling = undefined;
+      });
+    return handling;
+  }
+
+  async function check(how: string): Promise<Rollback | undefined> {
+    if (handling) return handling;
+    const before = high;
+    const value = await redis.get(keys.seq);
+    const seq = value === null ? 0 : Number(value);
+    if (before > 0 && seq < before) return detect(before, seq, how);
+    if (seq > high) {
+      high = seq;
+      dirty = true;
+    }
+    if (how !== 'periodic check') {
+      identity = await redisIdentity();
+      dirty = true;
+    }
+    return undefined;
+  }
+
+  const timers: NodeJS.Timeout[] = [];
+  if (options.timers !== false) {
+    const every = (ms: number, run: () => Promise<unknown>): void => {
+      let busy = false;
+      const timer = setInterval(() => {
+        if (busy || closed) return;
+        busy = true;
+        run()
+          .catch(() => undefined)
+          .finally(() => (busy = false));
+      }, ms);
+      timer.unref();
+      timers.push(timer);
+    };
+    every(REMEMBER_EVERY_MS, remember);
+    every(CHECK_EVERY_MS, () => check('periodic check'));
+    // A reconnect is when a restarted or failed-over Redis shows itself: checked before anything else is relied on.
+    redis.on('ready', () => void check('reconnect').catch(() => undefined));
+  }
+
+  return {
+    high: () => high,
+    saw(seq, highBefore) {
+      if (seq <= highBefore && highBefore > 0) {
+        void detect(highBefore, seq, 'a mark or settle');
+        return true;
+      }
+      if (seq > high) {
+        high = seq;
+        dirty = true;
+      }
+      return handling !== undefined;
+    },
+    check,
+    onRollback(listener) {
+      listeners.push(listener);
+    },
+    async settled() {
+      while (handling) await handling;
+    },
+    async close() {
+      closed = true;
+      for (const timer of timers) clearInterval(timer);
+      await handling;
+      await remember().catch(() => undefined);
+    },
+  };
+}
+
+/**
+ * At start: what the data dir remembers of the counter, compared with
+ * Redis's. Returns the watch, primed with the remembered value, after
+ * handling a rollback found that way. A Redis that lost everything (no
+ * counter at all, told by the continuity check) is not a rollback here.
+ */
+export async function openRollbackWatch(options: RollbackWatchOptions & { redisLost?: boolean }): Promise<{ watch: RollbackWatch; found: Rollback | undefined }> {
+  const memory = await readMemory(memoryFile(options.dataDir, options.prefix));
+  // The data set Redis holds (its continuity marker): what the data dir remembers of another one (REDIS_URL pointed
+  // elsewhere, or Redis wiped: told by the continuity check) says nothing of this one.
+  const marker = await options.redis.get(`${options.prefix}:instance`);
+  const instance = marker === null ? undefined : InstanceSchema.safeParse(JSON.parse(marker)).data?.id;
+  const sameDataSet = memory !== undefined && !options.redisLost && (memory.instance === undefined || memory.instance === instance);
+  const watch = createRollbackWatch({ ...options, ...(instance ? { instance } : {}), ...(sameDataSet ? { remembered: memory } : {}) });
+  const found = await watch.check('start');
+  return { watch, found };
+}
+
+/** The rollbacks recorded in Redis, newest first. */
+export async function recentRollbacks(redis: RedisClient, store: ImportStore, limit = KEPT): Promise<Rollback[]> {
+  const texts = await redis.lrange(store.keys.rollbacks, 0, limit - 1);
+  return texts.flatMap((text) => {
+    const parsed = RollbackSchema.safeParse(JSON.parse(text));
+    return parsed.success ? [parsed.data] : [];
+  });
+}
+
+/** One line for the operator. */
+export function rollbackMessage(r: Rollback): string {
+  const cause =
+    r.runIdBefore && r.runId && r.runIdBefore !== r.runId
+      ? 'Redis restarted from persistence that lacked them'
+      : r.replIdBefore && r.replId && r.replIdBefore !== r.replId
+        ? 'Redis failed over to a replica that lacked them'
+        : 'Redis came back without them';
+  const imports = r.imports.length === 0 ? 'no import was unfinished' : `${r.imports.length} unfinished import(s) put in read-back mode (${r.imports.join(', ')}): their ${r.rows} row(s) without an outcome read back before any create, so nothing is created twice`;
+  return (
+    `Redis lost acknowledged writes (${cause}; its write counter went back from ${r.from} to ${r.to}, seen by ${r.by} at ${r.how}, ${new Date(r.at).toISOString()}): ` +
+    `sending was held, ${imports}. Make Redis keep what it acknowledges: appendonly yes with appendfsync always (README, "What Redis must keep")`
+  );
+}
+
+async function readMemory(file: string): Promise<Memory | undefined> {
+  try {
+    return MemorySchema.parse(JSON.parse(await readFile(file, 'utf8')));
+  } catch {
+    return undefined;
+  }
+}
+
+async function writeMemory(file: string, memory: Memory): Promise<void> {
+  await mkdir(path.dirname(file), { recursive: true });
+  const temp = `${file}.${process.pid}.tmp`;
+  await writeFile(temp, JSON.stringify(memory));
+  await rename(temp, file);
+}

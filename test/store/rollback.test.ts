@@ -1,0 +1,131 @@
+/**
+ * Rollback detection on the test Redis: a counter below what a process (or
+ * its data dir) saw puts every unfinished import in read-back mode, records
+ * the rollback, raises the counter again and tells the operator.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/log.js';
+import { createImportStore, type ImportStore, type LedgerEntry } from '../../src/store/importStore.js';
+import { memoryFile, openRollbackWatch, recentRollbacks } from '../../src/store/rollback.js';
+import { REDIS_URL, deleteKeys } from '../support/pipeline.js';
+
+const prefix = `rollback-${randomBytes(4).toString('hex')}`;
+let redis: Redis;
+let store: ImportStore;
+let dataDir: string;
+let logged = '';
+const logger = createLogger({
+  level: 'info',
+  destination: new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      logged += chunk.toString();
+      done();
+    },
+  }),
+});
+
+beforeAll(async () => {
+  redis = new Redis(REDIS_URL);
+  store = createImportStore(redis, prefix);
+  dataDir = await mkdtemp(path.join(os.tmpdir(), 'subsync-rollback-'));
+});
+afterAll(async () => {
+  redis.disconnect();
+  await deleteKeys(prefix);
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+const pending: LedgerEntry = { cells: ['Ana', 'Lind'], job: 'customer.create', status: 'pending', attempts: 0 };
+
+async function newImport(rows: number): Promise<string> {
+  const id = randomBytes(6).toString('hex');
+  await store.createImport({ id, file: 'f.csv', kind: 'customers', headers: ['FirstName', 'LastName'], paths: ['FirstName', 'LastName'], options: { expiryFormat: 'MMYY', attempts: 3 }, createdAt: Date.now(), state: 'enqueuing', round: 0 });
+  await store.putPendingRows(id, Array.from({ length: rows }, (_, i) => ({ row: i + 1, entry: pending })));
+  await store.markEnqueued(id, rows);
+  return id;
+}
+
+describe('rollback detection', () => {
+  it('a counter that went back puts unfinished imports in read-back mode, and the data dir remembers across processes', async () => {
+    const { watch } = await openRollbackWatch({ redis, store, prefix, dataDir, logger, timers: false });
+    store.watchSeq(watch);
+    const running = await newImport(3);
+    const finished = await newImport(1);
+    await store.settleRows(finished, [{ row: 1, entry: { ...pending, status: 'created', customerId: 'C9' } }]);
+    await store.markFinished(finished, 0, '/tmp/x', 3600);
+    const owner = { token: 't1', lockKey: `${prefix}:subsync-rows:b1:lock` };
+    await redis.set(owner.lockKey, owner.token);
+    expect(await store.markSent(running, [{ row: 1, entry: pending, expect: 'pending' }], owner)).toEqual(['marked']);
+    await store.settleRows(running, [{ row: 2, entry: { ...pending, status: 'created', customerId: 'C2' } }]);
+    const high = watch.high();
+    expect(high).toBeGreaterThan(0);
+    await watch.close();
+    // The data dir remembers the highest value this process saw.
+    expect(JSON.parse(await readFile(memoryFile(dataDir, prefix), 'utf8'))).toMatchObject({ high });
+
+    // Redis comes back without its last writes: the counter (and, say, the mark of row 1) went back.
+    await redis.set(store.keys.seq, String(high - 2));
+    // The owner's lock went with the loss: its claim is dead.
+    await redis.del(owner.lockKey);
+    logged = '';
+    // A new process of the fleet, starting from the same data dir, finds it.
+    const second = await openRollbackWatch({ redis, store, prefix, dataDir, logger, timers: false });
+    expect(second.found).toMatchObject({ from: high, to: high - 2, imports: [running], rows: 2, how: 'start' });
+    // Every row of the running import without an outcome, pending or sent, is now sent without a claim: read back first.
+    const rows = await store.getRows(running, [1, 2, 3]);
+    expect(rows.map((r) => r?.status)).toEqual(['sent', 'created', 'sent']);
+    expect(JSON.parse((await redis.hget(store.keys.ledger(running), '1')) ?? '{}')).not.toHaveProperty('k');
+    expect((await store.getImport(running))?.readBack).toBe(second.found?.at);
+    expect((await store.getImport(finished))?.readBack).toBeUndefined();
+    // The counter is raised above what was seen, the hold is lifted, the rollback recorded, the operator told.
+    expect(Number(await redis.get(store.keys.seq))).toBeGreaterThan(high);
+    expect(await redis.exists(store.keys.rollbackHold)).toBe(0);
+    expect((await recentRollbacks(redis, store))[0]).toMatchObject({ from: high, imports: [running] });
+    expect(logged).toMatch(/Redis lost acknowledged writes.*went back from \d+ to \d+.*1 unfinished import\(s\) put in read-back mode.*appendfsync always/);
+    // Once handled, the same values are no rollback.
+    expect(await second.watch.check('periodic check')).toBeUndefined();
+    await second.watch.close();
+  });
+
+  it('what the data dir remembers of another Redis data set is no rollback of this one', async () => {
+    const other = `${prefix}-other`;
+    const otherStore = createImportStore(redis, other);
+    await redis.set(`${other}:instance`, JSON.stringify({ id: 'data-set-a', since: 1 }));
+    await redis.set(otherStore.keys.seq, '500');
+    const first = await openRollbackWatch({ redis, store: otherStore, prefix: other, dataDir, logger, timers: false });
+    expect(first.watch.high()).toBe(500);
+    first.watch.saw(501, 500);
+    await first.watch.close();
+    expect(JSON.parse(await readFile(memoryFile(dataDir, other), 'utf8'))).toMatchObject({ high: 501, instance: 'data-set-a' });
+    // REDIS_URL now names another Redis, whose data set is another one, with a lower counter.
+    await redis.set(`${other}:instance`, JSON.stringify({ id: 'data-set-b', since: 2 }));
+    await redis.set(otherStore.keys.seq, '7');
+    const second = await openRollbackWatch({ redis, store: otherStore, prefix: other, dataDir, logger, timers: false });
+    expect(second.found).toBeUndefined();
+    expect(await recentRollbacks(redis, otherStore)).toEqual([]);
+    await second.watch.close();
+    await deleteKeys(other);
+  });
+
+  it('a mark answered below what was seen is held and handled at once', async () => {
+    const { watch } = await openRollbackWatch({ redis, store, prefix, dataDir, logger, timers: false });
+    store.watchSeq(watch);
+    const id = await newImport(1);
+    const owner = { token: 't2', lockKey: `${prefix}:subsync-rows:b2:lock` };
+    await redis.set(owner.lockKey, owner.token);
+    await watch.check('start');
+    await redis.set(store.keys.seq, String(watch.high() - 5));
+    expect(await store.markSent(id, [{ row: 1, entry: pending, expect: 'pending' }], owner)).toEqual(['held']);
+    await watch.settled();
+    expect((await recentRollbacks(redis, store))[0]).toMatchObject({ how: 'a mark or settle', imports: expect.arrayContaining([id]) });
+    // Its own live claim is kept: the run that holds it was told to hold, not to send.
+    expect(JSON.parse((await redis.hget(store.keys.ledger(id), '1')) ?? '{}')).toMatchObject({ s: 'sent', k: 't2' });
+    await watch.close();
+  });
+});
