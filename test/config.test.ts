@@ -47,6 +47,7 @@ describe('loadConfig', () => {
       cardKeysPrevious: [],
       queuePrefix: 'subsync',
       logLevel: 'info',
+      redisAcceptLoss: false,
       warnings: [],
     });
   });
