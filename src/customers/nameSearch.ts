@@ -105,7 +105,7 @@ export function createNameSearch(redis: RedisClient, prefix: string): NameSearch
       if (names.length === 0) return [];
       if (options.fresh) return freshLike(importId, names, deps);
       // The first page of each gives its count (and is the search's own first page).
-      const totals = await Promise.all(names.map(async (name) => ({ name, total: await countOf(importId, name, deps) })));
+      const totals = await settledAll(names.map(async (name) => ({ name, total: await countOf(importId, name, deps) })));
       const chosen = totals.reduce((best, next) => (next.total < best.total ? next : best));
       return all(importId, chosen.name, deps);
     },
@@ -122,10 +122,22 @@ export function createNameSearch(redis: RedisClient, prefix: string): NameSearch
       const chosen = names.reduce((best, name, i) => (Number(known[i]) < Number(known[names.indexOf(best)]) ? name : best));
       return fresh(chosen, deps);
     }
-    const firsts = await Promise.all(names.map(async (name) => ({ name, answer: await searchPage(deps, { contains: name, skip: 0, take: SEARCH_PAGE_SIZE }) })));
+    const firsts = await settledAll(names.map(async (name) => ({ name, answer: await searchPage(deps, { contains: name, skip: 0, take: SEARCH_PAGE_SIZE }) })));
     const chosen = firsts.reduce((best, next) => (next.answer.TotalItemCount < best.answer.TotalItemCount ? next : best));
     return chosen.answer.Customers.length < SEARCH_PAGE_SIZE ? chosen.answer.Customers : fresh(chosen.name, deps);
   }
+}
+
+/**
+ * Every search of the names, awaited to its end before the first failure is
+ * thrown: a search still retrying must not outlive the read-back that
+ * started it (it would send after the row has moved on).
+ */
+async function settledAll<T>(searches: ReadonlyArray<Promise<T>>): Promise<T[]> {
+  const ended = await Promise.allSettled(searches);
+  const failed = ended.find((e): e is PromiseRejectedResult => e.status === 'rejected');
+  if (failed) throw failed.reason;
+  return ended.map((e) => (e as PromiseFulfilledResult<T>).value);
 }
 
 /** A name as searched: as written, but for invisible characters and runs of spaces (the service's case rules are its own). */
