@@ -1,4 +1,4 @@
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { Cluster } from 'ioredis';
 import type { RedisClient } from '../redis/redis.js';
 import { luaScript } from '../redis/script.js';
+import { writeFileAtomic } from '../files.js';
 import type { ImportStore, SeqWatch } from './importStore.js';
 
 /**
@@ -31,9 +32,11 @@ import type { ImportStore, SeqWatch } from './importStore.js';
  *    recorded in Redis (`status`, the start check and the dashboard show it),
  *    the hold is lifted, and one error line tells the operator.
  *
- * A rollback no process saw a higher value of is not detected: nothing of
- * subsync's happened in the lost window (or its witnesses died with it, the
- * data dir's file being a few seconds behind).
+ * A Redis that restarted or failed over (its run id changed since a process
+ * or its data dir last saw it) is handled the same way unless it fsyncs every
+ * write: the witnesses of its last moments may have died with it, the data
+ * dir's file being a few seconds behind, and a process started since would
+ * see nothing wrong with the counter.
  */
 
 /** A rollback as recorded in Redis and told to the operator. */
@@ -253,12 +256,21 @@ export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatc
     const value = await redis.get(keys.seq);
     const seq = value === null ? 0 : Number(value);
     if (before > 0 && seq < before) return detect(before, seq, how);
-    if (seq > high) {
-      high = seq;
+    if (how !== 'periodic check') {
+      const now = await redisIdentity();
+      // A Redis that restarted or failed over since this process (or its data dir) last saw it may lack
+      // the writes of its last moments even when its counter is not below what was seen here: this
+      // process's memory may be older than the lost window (a process started since, its data dir's file
+      // being a few seconds behind), and nothing it remembers shows the loss. Unless that Redis fsyncs
+      // every write before acknowledging it, the restart is handled as a rollback.
+      if (before > 0 && identity.runId !== undefined && now.runId !== undefined && identity.runId !== now.runId && !(await fsyncsEveryWrite(redis))) {
+        return detect(Math.max(before, seq), seq, `${how}, Redis having restarted`);
+      }
+      identity = now;
       dirty = true;
     }
-    if (how !== 'periodic check') {
-      identity = await redisIdentity();
+    if (seq > high) {
+      high = seq;
       dirty = true;
     }
     return undefined;
@@ -364,8 +376,17 @@ async function readMemory(file: string): Promise<Memory | undefined> {
 }
 
 async function writeMemory(file: string, memory: Memory): Promise<void> {
-  await mkdir(path.dirname(file), { recursive: true });
-  const temp = `${file}.${process.pid}.tmp`;
-  await writeFile(temp, JSON.stringify(memory));
-  await rename(temp, file);
+  await writeFileAtomic(file, JSON.stringify(memory));
+}
+
+/** Whether Redis acknowledges a write only once it is on disk (AOF with `appendfsync always`); unknown (CONFIG refused) is no. */
+async function fsyncsEveryWrite(redis: RedisClient): Promise<boolean> {
+  try {
+    const node = redis instanceof Cluster ? redis.nodes('master')[0] : redis;
+    if (!node) return false;
+    const [appendonly, appendfsync] = await Promise.all([node.config('GET', 'appendonly'), node.config('GET', 'appendfsync')]);
+    return (appendonly as string[])[1] === 'yes' && (appendfsync as string[])[1] === 'always';
+  } catch {
+    return false;
+  }
 }
