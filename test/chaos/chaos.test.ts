@@ -39,8 +39,9 @@ import { lossRedis, type LossRedis } from '../../bench/lostWrites.js';
 
 /**
  * The host crash of Redis beside the worker kills (CHAOS_REDIS_LOSS=1). Not in CI's run yet: combined
- * with worker kills and faults it has left sign-ups created twice in some runs (see the README's
- * "What Redis must keep"); each kind of loss alone is tested in test/store/lostWrites.test.ts.
+ * with worker kills and faults it has left a sign-up created twice, or a sign-up whose sealed card data
+ * was lost with its job, in some runs (see the README's "What Redis must keep"); each kind of loss alone
+ * is tested in test/store/lostWrites.test.ts.
  */
 const REDIS_LOSS = process.env.CHAOS_REDIS_LOSS === '1';
 
@@ -188,9 +189,24 @@ it('every row settles exactly once under faults and worker kills, and card data 
     await spawnWorker();
   }
   let lastTold = Date.now();
+  let idleSince: number | undefined;
+  let promoted = 0;
   const statuses = await until(
     async () => {
       const done = await finished();
+      // Once the faults and kills are over, what is left is the odd row job waiting out a backoff that
+      // grows to minutes (4 s, 12 s, 36 s, 108 s, …): after 10 s with nothing else to run, it is taken
+      // now, as an operator's "retry now" would (the schedule itself is tested in test/backoff.test.ts).
+      if (!done) {
+        const left = await runtime.queues.rows.getJobCounts('waiting', 'active', 'prioritized', 'delayed');
+        const idle = (left.waiting ?? 0) + (left.active ?? 0) + (left.prioritized ?? 0) === 0 && (left.delayed ?? 0) > 0;
+        idleSince = idle ? (idleSince ?? Date.now()) : undefined;
+        if (idleSince !== undefined && Date.now() - idleSince > 10_000) {
+          promoted += left.delayed ?? 0;
+          await runtime.queues.rows.promoteJobs();
+          idleSince = undefined;
+        }
+      }
       if (!done && Date.now() - lastTold > 15_000) {
         lastTold = Date.now();
         const counts = await Promise.all(ids.map((id) => runtime.store.counts(id)));
@@ -203,7 +219,7 @@ it('every row settles exactly once under faults and worker kills, and card data 
     150_000,
     200,
   );
-  phase('both imports finished');
+  phase(`both imports finished${promoted > 0 ? ` (${promoted} row job(s) taken before their backoff ended)` : ''}`);
 
   // Every row has exactly one outcome.
   const results = await Promise.all(
