@@ -5,7 +5,9 @@
  * PATH.
  */
 import { accessSync, constants, statSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
+import { chromium, type Browser } from 'playwright-core';
 
 export const CHROMIUM_NAMES = ['chromium', 'chromium-browser', 'google-chrome', 'google-chrome-stable'] as const;
 
@@ -38,3 +40,20 @@ export function findChromium(env: NodeJS.ProcessEnv, dirs: readonly string[] = [
 
 /** Under CI the browser test must run: a missing browser fails it there instead of skipping. */
 export const underCi = (env: NodeJS.ProcessEnv): boolean => env.CI === 'true' || env.CI === '1';
+
+/** The Chromium of this machine, if any. */
+export const CHROMIUM = findChromium(process.env);
+
+/** Whether a browser test runs here (a browser is installed, or CI demands it); a skip says why, naming the test. */
+export function browserTestRuns(what: string): boolean {
+  const run = CHROMIUM !== undefined || underCi(process.env);
+  if (!run) process.stderr.write(`skipping ${what}: ${CHROMIUM_HINT}\n`);
+  return run;
+}
+
+/** Launches the installed Chromium headless, with the flags a container needs, once the screenshots' folder exists. */
+export async function launchChromium(screenshots: string): Promise<Browser> {
+  if (CHROMIUM === undefined) throw new Error(`CI=true and ${CHROMIUM_HINT}`);
+  await mkdir(screenshots, { recursive: true });
+  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+}

@@ -6,9 +6,8 @@
  * email and by CustomerID, and nothing (and no card number shown) for a
  * card number. Screenshots go to test-output/screenshots/.
  */
-import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { type Browser, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { importFile } from '../../src/import/producer.js';
 import { importStatus } from '../../src/import/status.js';
@@ -16,12 +15,10 @@ import { root } from '../support/cli.js';
 import { startTestDashboard, TOKEN } from '../support/dashboard.js';
 import { importAndFinish, SIGNUPS_CSV, waitFinished } from '../support/imports.js';
 import { startPipeline, until, type Pipeline } from '../support/pipeline.js';
-import { CHROMIUM_HINT, findChromium, underCi } from './chromium.js';
+import { browserTestRuns, launchChromium } from './chromium.js';
 
 const SCREENSHOTS = path.join(root, 'test-output', 'screenshots');
-const CHROMIUM = findChromium(process.env);
-const RUN = CHROMIUM !== undefined || underCi(process.env);
-if (!RUN) process.stderr.write(`skipping the history browser test: ${CHROMIUM_HINT}\n`);
+const RUN = browserTestRuns('the history browser test');
 
 let browser: Browser | undefined;
 let pipeline: Pipeline | undefined;
@@ -30,9 +27,7 @@ const shot = (page: Page, name: string): Promise<Buffer> => page.screenshot({ pa
 
 describe.runIf(RUN)('history, charts and search in a browser', () => {
   beforeAll(async () => {
-    if (CHROMIUM === undefined) throw new Error(`CI=true and ${CHROMIUM_HINT}`);
-    await mkdir(SCREENSHOTS, { recursive: true });
-    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+    browser = await launchChromium(SCREENSHOTS);
   });
   afterAll(async () => {
     await browser?.close();

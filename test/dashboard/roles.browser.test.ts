@@ -5,22 +5,19 @@
  * up on the Audit page, escaped and a page at a time. Screenshots go to
  * test-output/screenshots/.
  */
-import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { recordAudit } from '../../src/audit/trail.js';
 import { AUDIT_PAGE_SIZE } from '../../src/dashboard/audit.js';
 import { startDashboard, type Dashboard } from '../../src/dashboard/server.js';
 import { root } from '../support/cli.js';
-import { CHROMIUM_HINT, findChromium, underCi } from './chromium.js';
+import { browserTestRuns, launchChromium } from './chromium.js';
 import { importAndFinish } from '../support/imports.js';
 import { startPipeline, type Pipeline } from '../support/pipeline.js';
 
 const SCREENSHOTS = path.join(root, 'test-output', 'screenshots');
-const CHROMIUM = findChromium(process.env);
-const RUN = CHROMIUM !== undefined || underCi(process.env);
-if (!RUN) process.stderr.write(`skipping the roles browser test: ${CHROMIUM_HINT}\n`);
+const RUN = browserTestRuns('the roles browser test');
 
 const VIEWER = 'viewer-token-0123456789';
 const OPERATOR = 'operator-token-0123456789';
@@ -43,9 +40,7 @@ async function loggedIn(dashboard: Dashboard, token: string): Promise<{ context:
 
 describe.runIf(RUN)('roles and the audit trail in a browser', () => {
   beforeAll(async () => {
-    if (CHROMIUM === undefined) throw new Error(`CI=true and ${CHROMIUM_HINT}`);
-    await mkdir(SCREENSHOTS, { recursive: true });
-    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+    browser = await launchChromium(SCREENSHOTS);
   });
   afterAll(async () => {
     await browser?.close();

@@ -1,12 +1,12 @@
-import { mkdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { type Browser, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { importFile } from '../../src/import/producer.js';
 import { importStatus } from '../../src/import/status.js';
 import { startWorkers } from '../../src/runtime.js';
 import { root } from '../support/cli.js';
-import { CHROMIUM_HINT, findChromium, underCi } from './chromium.js';
+import { browserTestRuns, launchChromium } from './chromium.js';
 import { startDashboard } from '../../src/dashboard/server.js';
 import { startTestDashboard, TOKEN } from '../support/dashboard.js';
 import { waitFinished } from '../support/imports.js';
@@ -17,9 +17,7 @@ import { startPipeline, type Pipeline } from '../support/pipeline.js';
  * pattern of browser.test.ts). Screenshots go to test-output/screenshots/.
  */
 const SCREENSHOTS = path.join(root, 'test-output', 'screenshots');
-const CHROMIUM = findChromium(process.env);
-const RUN = CHROMIUM !== undefined || underCi(process.env);
-if (!RUN) process.stderr.write(`skipping the dashboard's run-control browser test: ${CHROMIUM_HINT}\n`);
+const RUN = browserTestRuns("the dashboard's run-control browser test");
 
 let browser: Browser | undefined;
 let pipeline: Pipeline | undefined;
@@ -30,9 +28,7 @@ async function shot(page: Page, name: string): Promise<void> {
 
 describe.runIf(RUN)('pause, resume and cancel from the dashboard', () => {
   beforeAll(async () => {
-    if (CHROMIUM === undefined) throw new Error(`CI=true and ${CHROMIUM_HINT}`);
-    await mkdir(SCREENSHOTS, { recursive: true });
-    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+    browser = await launchChromium(SCREENSHOTS);
   });
   afterAll(async () => {
     await browser?.close();

@@ -1,27 +1,22 @@
-import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
+import { type Browser } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { importFile } from '../../src/import/producer.js';
 import { root } from '../support/cli.js';
-import { CHROMIUM_HINT, findChromium, underCi } from '../dashboard/chromium.js';
+import { browserTestRuns, launchChromium } from '../dashboard/chromium.js';
 import { startTestDashboard, TOKEN } from '../support/dashboard.js';
 import { startPipeline, type Pipeline } from '../support/pipeline.js';
 
 /** The imports page while two imports wait for their turn at the budget, in a real browser (as test/dashboard/browser.test.ts). */
 const SCREENSHOTS = path.join(root, 'test-output', 'screenshots');
-const CHROMIUM = findChromium(process.env);
-const RUN = CHROMIUM !== undefined || underCi(process.env);
-if (!RUN) process.stderr.write(`skipping the dashboard's browser test: ${CHROMIUM_HINT}\n`);
+const RUN = browserTestRuns("the dashboard's browser test");
 
 let browser: Browser | undefined;
 let pipeline: Pipeline | undefined;
 
 describe.runIf(RUN)('the imports page while imports share the budget', () => {
   beforeAll(async () => {
-    if (CHROMIUM === undefined) throw new Error(`CI=true and ${CHROMIUM_HINT}`);
-    await mkdir(SCREENSHOTS, { recursive: true });
-    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+    browser = await launchChromium(SCREENSHOTS);
   });
   afterAll(async () => {
     await browser?.close();
