@@ -19,6 +19,8 @@
  *
  * BENCH_PIPELINE_ROWS (default 20,000), BENCH_PIPELINE_LATENCIES (default
  * 0,20,50), BENCH_PIPELINE_RATE_ROWS (default 4,000) shrink it for a quick look.
+ * BENCH_PIPELINE_PROF=<dir> writes a CPU profile of the worker of each
+ * latency there (node --cpu-prof; its sampling costs the worker some CPU).
  */
 import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -132,7 +134,11 @@ async function rawLoop(bodies: string[], latencyMs: number): Promise<Side> {
 async function subsyncSide(file: string, rows: number, latencyMs: number, redis: OwnRedis): Promise<Side> {
   const sandbox = await spawnSandbox(latencyMs > 0 ? ['--latency', String(latencyMs)] : []);
   const bench = await openBenchRuntime({ apiUrl: sandbox.url, redisUrl: redis.url });
-  const worker = spawnCli(['worker', '--concurrency', String(CONCURRENCY)], { ...bench.env, SUBSYNC_API_URL: sandbox.url });
+  // The bench's Redis persists nothing (its CPU is the figure, not its disk): the worker is told to run on it anyway.
+  const env = { ...bench.env, SUBSYNC_API_URL: sandbox.url, SUBSYNC_REDIS_ACCEPT_LOSS: 'true' };
+  const profDir = process.env.BENCH_PIPELINE_PROF;
+  const nodeArgs = profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=worker-${latencyMs}ms-${Date.now()}.cpuprofile`] : [];
+  const worker = spawnCli(['worker', '--concurrency', String(CONCURRENCY)], env, { nodeArgs });
   try {
     await waitForLine(worker, /worker running/, 20_000);
     const before = { worker: await processCpuMs(worker.child.pid), redis: await processCpuMs(redis.pid), self: process.cpuUsage(), calls: await redis.commands() };
