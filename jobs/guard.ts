@@ -60,8 +60,11 @@ export async function guardCreate(ctx: RowContext, person: Person): Promise<RowO
   };
 }
 
-/** After a create: the guard learns the new customer. */
+/** After a create: the guard learns the new customer (with the row's settle, when the runner offers it). */
 export async function createdBy(ctx: RowContext, customerId: string, body: CustomerInput | Omit<CustomerInput, 'Password'>): Promise<void> {
+  if (!ctx.guard) return;
   const customer: Customer = { ...body, Password: '', CustomerID: customerId, CollectionMethod: '' };
-  await ctx.guard?.created(customer, body, claimantOf(ctx));
+  // The customer, not the body, is kept until the settle: it holds no password.
+  if (ctx.learnCreated) ctx.learnCreated({ customer, person: customer, claimant: claimantOf(ctx) });
+  else await ctx.guard.created(customer, body, claimantOf(ctx));
 }

@@ -4,7 +4,7 @@ import type { ColumnPlan } from '../src/csv/columns.js';
 import type { RowOptions } from '../src/csv/rows.js';
 import type { CustomerFinder } from '../src/customers/finder.js';
 import type { NameSearch } from '../src/customers/nameSearch.js';
-import type { CustomerGuard } from '../src/customers/guard.js';
+import type { CustomerGuard, LearnedCreate } from '../src/customers/guard.js';
 import type { ApiBudget } from '../src/redis/budget.js';
 import type { RowOutcome } from '../src/outcomes.js';
 
@@ -39,6 +39,12 @@ export interface RowContext {
   recordPreexisting(customerIds: readonly string[]): Promise<void>;
   /** The duplicate guard of creates; undefined when the import allows duplicates. */
   guard: CustomerGuard | undefined;
+  /**
+   * After a create: hands what the guard is to learn to the runner, which
+   * writes it with the row's settle (one Redis write for both, instead of
+   * one each). Without it, the processor awaits the guard's `created`.
+   */
+  learnCreated?(create: LearnedCreate): void;
   /** How an upsert finds its customers (the index, a scan, or a search by name). */
   finder: CustomerFinder | undefined;
   /** Searches by the more selective of a person's names, shared per import. */

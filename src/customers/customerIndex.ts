@@ -212,11 +212,12 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
     if (!Array.isArray(reply) || reply.length !== claims.length) throw new Error(`unexpected reply from the claim script: ${String(reply)}`);
     return reply.map((holder) => (Buffer.isBuffer(holder) ? holder.toString() : String(holder)));
   });
-  // So do the index writes of creates answered in the same turn, with their claims' release.
-  const created = coalesce<{ customer: Customer; key: string; claimant: string }, void>(async (_key, rows) => {
+  /** The index writes of creates, with their claims' release, in one call. */
+  async function createdAll(rows: ReadonlyArray<{ customer: Customer; key: string; claimant: string }>): Promise<void> {
+    if (rows.length === 0) return;
     const current = await meta();
     // No index: nothing to add, and the claims stay (with their rows' outcomes, they are what tells a later import).
-    if (!current) return rows.map(() => undefined);
+    if (!current) return;
     const keys: string[] = [claimsKey];
     const releases: Array<Buffer | string> = [String(rows.length)];
     const adds: Array<Buffer | string> = [];
@@ -228,6 +229,10 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
       }
     }
     await createdScript.run(redis, keys, [...releases, ...adds]);
+  }
+  // So do the index writes of creates answered in the same turn.
+  const created = coalesce<{ customer: Customer; key: string; claimant: string }, void>(async (_key, rows) => {
+    await createdAll(rows);
     return rows.map(() => undefined);
   });
 
@@ -385,6 +390,9 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
     async created(customer: Customer, key: string, claimant: string): Promise<void> {
       await created('', { customer, key, claimant });
     },
+
+    /** The same for creates the caller gathered itself, in one call (the row protocol's, with their settle). */
+    createdAll,
 
     async releaseIdentity(key: string, claimant: string): Promise<void> {
       await releaseScript.run(redis, [claimsKey], [digestOf(key), claimant]);

@@ -32,6 +32,13 @@ export type ClaimState =
   | { kind: 'running'; by: string }
   | { kind: 'uncertain'; by: string; candidates: string[] };
 
+/** A create the guard is to learn: the customer, the person its row asked for, and the row that claimed it. */
+export interface LearnedCreate {
+  customer: Customer;
+  person: Person;
+  claimant: string;
+}
+
 export interface CustomerGuard {
   /** Claims the person for `claimant` (`importId:row`), or says who holds it and what that row became. */
   claim(person: Person, claimant: string): Promise<ClaimState>;
@@ -50,6 +57,8 @@ export interface CustomerGuard {
   readBack(person: Person, api: Pick<ApiClient, 'searchCustomers'>, importId: string): Promise<string[]>;
   /** After a create: the index learns the customer, and the claim goes (the index answers for it now). */
   created(customer: Customer, person: Person, claimant: string): Promise<void>;
+  /** The same for several creates, in one Redis call sent at once (not gathered over the turn). */
+  createdAll(creates: ReadonlyArray<LearnedCreate>): Promise<void>;
   /** A row that found its person held lets its claim go when the index answers for that person. */
   release(person: Person, claimant: string): Promise<void>;
 }
@@ -126,6 +135,10 @@ export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportS
     async created(customer, person, claimant) {
       // Kept when there is no index: the claim, with its row's outcome, is then what tells a later import.
       await deps.index.created(customer, identityKey(person), claimant);
+    },
+
+    async createdAll(creates) {
+      await deps.index.createdAll(creates.map(({ customer, person, claimant }) => ({ customer, key: identityKey(person), claimant })));
     },
   };
 }

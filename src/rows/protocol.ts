@@ -6,7 +6,7 @@ import type { CardKeyring } from '../cards/crypto.js';
 import type { ColumnPlan } from '../csv/columns.js';
 import { secretColumnIndexes, secretValues } from '../csv/rows.js';
 import type { CustomerFinder } from '../customers/finder.js';
-import type { CustomerGuard } from '../customers/guard.js';
+import type { CustomerGuard, LearnedCreate } from '../customers/guard.js';
 import type { NameSearch } from '../customers/nameSearch.js';
 import type { FailureLog } from '../failureLog.js';
 import { observeRetry, observeRowSettled } from '../metrics.js';
@@ -95,7 +95,8 @@ interface RowRun {
 
 /** How one attempt ended. `entry` is the row's ledger entry as this attempt left it. */
 type Attempt =
-  | { kind: 'outcome'; entry: LedgerEntry; status: RowOutcome['status'] }
+  /** `learned`: a create the guard learns with the row's settle. */
+  | { kind: 'outcome'; entry: LedgerEntry; status: RowOutcome['status']; learned?: LearnedCreate }
   | { kind: 'error'; error: Error; entry: LedgerEntry; ctx: RowContext }
   /** Another run settled the row meanwhile. */
   | { kind: 'taken' }
@@ -263,10 +264,13 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     }
     return results;
   }, gather);
-  const settleRow = coalesce<{ row: number; entry: LedgerEntry; figures: RunFigures; kind: ImportKind; claim?: RunClaim }, boolean>(async (importId, rows) => {
+  const settleRow = coalesce<{ row: number; entry: LedgerEntry; figures: RunFigures; kind: ImportKind; claim?: RunClaim; learned?: LearnedCreate }, boolean>(async (importId, rows) => {
     const figures: RunFigures = { ...NO_FIGURES };
     for (const r of rows) addTo(figures, r.figures);
+    // The guard learns the flush's creates in the same turn as the settle, so both go in one write to Redis.
+    const learning = learnCreates(rows);
     const result = await store.settleRows(importId, rows, figures);
+    await learning;
     // Counted by kind and status, once per group of the call, not once per row.
     const tally = new Map<string, { kind: ImportKind; status: RowStatus; count: number }>();
     rows.forEach((r, i) => {
@@ -289,6 +293,25 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     await gate.settled(importId, rows.map((r) => r.row));
     return result.applied;
   }, gather);
+
+  /**
+   * The guard's index learns the customers these rows created, and their
+   * claims go. A failure here fails no row: its create happened and its
+   * settle says so; its claim, still held, points a later row of the same
+   * person at this one's outcome, and the index's next delta read brings
+   * the customer.
+   */
+  async function learnCreates(rows: ReadonlyArray<{ learned?: LearnedCreate }>): Promise<void> {
+    const creates: LearnedCreate[] = [];
+    for (const r of rows) if (r.learned) creates.push(r.learned);
+    if (creates.length === 0 || !options.guard) return;
+    try {
+      await options.guard.createdAll(creates);
+    } catch (error) {
+      if (options.failures) options.failures.report('customer index write', error);
+      else logger.warn({ err: error }, 'the customer index did not learn created customers; their claims stay until it does');
+    }
+  }
 
   /**
    * A failed attempt that will be retried: with a failure log, one line per
@@ -315,6 +338,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     const { importId, row, stored, known } = run;
     let entry: LedgerEntry = { ...stored, attempts: stored.attempts + 1, lastAttemptAt: Date.now() };
     let sentNow = false;
+    let learned: LearnedCreate | undefined;
     const write = async (next: LedgerEntry): Promise<boolean> => {
       entry = next;
       return writeUnsettled(importId, { row, entry }, run.claim);
@@ -352,6 +376,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
         await write({ ...entry, preexisting: [...ids] });
       },
       guard,
+      ...(guard ? { learnCreated: (create: LearnedCreate) => void (learned = create) } : {}),
       finder: options.finder,
       names: options.names,
       get log() {
@@ -371,7 +396,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       if (outcome === undefined || outcome === 'held') {
         return { kind: outcome === 'held' ? 'held' : 'deferred' };
       }
-      return { kind: 'outcome', entry: withOutcome(entry, outcome), status: outcome.status };
+      return { kind: 'outcome', entry: withOutcome(entry, outcome), status: outcome.status, learned };
     } catch (caught) {
       // Refused by a cancel (not by a settle elsewhere): the row is cancelled, never sent.
       if (caught instanceof RowTakenError) return (await gate.refused(importId, row, known.record.kind)) ? { kind: 'cancelled' } : { kind: 'taken' };
@@ -467,7 +492,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       if (result.kind === 'held') return { kind: 'held' };
       if (result.kind === 'cancelled') return { kind: 'settled', status: 'cancelled' };
       if (result.kind === 'outcome') {
-        await settleRow(importId, { row, entry: result.entry, figures: runFigures(), kind: record.kind, claim: input.claim });
+        await settleRow(importId, { row, entry: result.entry, figures: runFigures(), kind: record.kind, claim: input.claim, learned: result.learned });
         figuresAdded = true;
         if (logger.isLevelEnabled('debug')) log().debug({ status: result.status }, 'row settled');
         return { kind: 'settled', status: result.status };
@@ -607,7 +632,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       }
       if (result.kind === 'outcome') {
         await forget();
-        await settleRow(importId, { row, entry: result.entry, figures: { ...figures, retries: 0 }, kind: record.kind, claim: input.claim });
+        await settleRow(importId, { row, entry: result.entry, figures: { ...figures, retries: 0 }, kind: record.kind, claim: input.claim, learned: result.learned });
         if (logger.isLevelEnabled('debug')) log().debug({ status: result.status }, 'row settled');
         return 'settled';
       }
