@@ -143,6 +143,14 @@ end
 return #KEYS - 1
 `;
 
+// Looks keys up, one bucket each. KEYS: the buckets. ARGV: the keys' digests, in the same order.
+// Returns, per key, its CustomerIDs comma-separated, or nil.
+const LOOKUP_SCRIPT = `
+local reply = {}
+for i = 1, #KEYS do reply[i] = redis.call('HGET', KEYS[i], ARGV[i]) end
+return reply
+`;
+
 // Releases a claim if this claimant holds it. KEYS: claims. ARGV: digest, claimant.
 const RELEASE_SCRIPT = `
 if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
@@ -165,6 +173,7 @@ const removeScript = luaScript(REMOVE_SCRIPT);
 const claimScript = luaScript(CLAIM_SCRIPT);
 const createdScript = luaScript(CREATED_SCRIPT);
 const releaseScript = luaScript(RELEASE_SCRIPT);
+const lookupScript = luaScript(LOOKUP_SCRIPT);
 
 /** The keys a customer carries in an index with these fields. */
 function keysOf(customer: Pick<Customer, 'FirstName' | 'LastName' | 'EmailAddress'> & Record<string, unknown>, fields: readonly string[]): Array<{ kind: KeyKind; digest: Buffer }> {
@@ -212,6 +221,18 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
     if (!Array.isArray(reply) || reply.length !== claims.length) throw new Error(`unexpected reply from the claim script: ${String(reply)}`);
     return reply.map((holder) => (Buffer.isBuffer(holder) ? holder.toString() : String(holder)));
   });
+  // A create's own lookup: those of the rows that ask in the same turn (a batch's rows, their claims
+  // answered together) go in one script call, not one command each.
+  const lookupOne = coalesce<{ bucket: string; digest: Buffer }, string[]>(async (_key, lookups) => {
+    const reply = await lookupScript.run(
+      redis,
+      lookups.map((l) => l.bucket),
+      lookups.map((l) => l.digest),
+    );
+    if (!Array.isArray(reply) || reply.length !== lookups.length) throw new Error(`unexpected reply from the lookup script: ${String(reply)}`);
+    return reply.map((value: unknown) => (value === null || value === undefined || value === false ? [] : (Buffer.isBuffer(value) ? value.toString('latin1') : String(value)).split(',')));
+  });
+
   /** The index writes of creates, with their claims' release, in one call. */
   async function createdAll(rows: ReadonlyArray<{ customer: Customer; key: string; claimant: string }>): Promise<void> {
     if (rows.length === 0) return;
@@ -357,11 +378,10 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
     async lookupDigests(current: IndexMeta, kind: KeyKind, digests: readonly Buffer[]): Promise<string[][]> {
       if (digests.length === 0) return [];
       if (digests.length === 1) {
-        // A create's own lookup: one command, which joins the connection's auto-pipeline (an explicit
-        // pipeline is a socket write of its own, once per row).
+        // A create's own lookup: gathered with the turn's others into one call on the connection's
+        // auto-pipeline (an explicit pipeline is a socket write of its own, once per row).
         const [digest] = digests as [Buffer];
-        const value = await redis.hgetBuffer(bucketKey(current.gen, current.buckets, kind, digest), digest);
-        return [value === null ? [] : value.toString('latin1').split(',')];
+        return [await lookupOne('', { bucket: bucketKey(current.gen, current.buckets, kind, digest), digest })];
       }
       const pipeline = redis.pipeline();
       for (const digest of digests) pipeline.hgetBuffer(bucketKey(current.gen, current.buckets, kind, digest), digest);
