@@ -59,8 +59,8 @@ export const DIGEST_BYTES = 8;
 export function digestOf(key: string): Buffer {
   let digest = recentDigests.get(key);
   if (digest === undefined) {
-    // One-shot: a Hash object per key cost the producer a third of its duplicate guard.
-    digest = hash('sha256', key, 'buffer').subarray(0, DIGEST_BYTES);
+    // One-shot, answered as latin1 ('binary': a character a byte): a Hash object, or a Buffer answer, costs several times the hash of a short key.
+    digest = Buffer.from(hash('sha256', key, 'binary').slice(0, DIGEST_BYTES), 'latin1');
     // A create asks for its identity's digest four times (its claim, the index read, the index write, the claim's release).
     if (recentDigests.size >= RECENT_DIGESTS) recentDigests.clear();
     recentDigests.set(key, digest);

@@ -66,7 +66,7 @@ export function termsOf(values: SearchableValues): Array<{ term: string; field: 
 /**
  * Visits a row's distinct terms in order: the email, the first and the last
  * name, the full name (compared, not indexed), the CustomerID, the
- * PaymentMethodKey. Names are visited as `name`s, which repeat from row to row.
+ * PaymentMethodKey.
  */
 function eachTerm(values: SearchableValues, visit: (term: string, field: MatchedField, indexed: boolean) => void): void {
   const seen: string[] = [];
@@ -88,29 +88,10 @@ function eachTerm(values: SearchableValues, visit: (term: string, field: Matched
 /** The digests of a row's terms (what the producer indexes). */
 export function rowTermDigests(values: SearchableValues): string[] {
   const digests: string[] = [];
-  eachTerm(values, (term, field, indexed) => {
-    if (indexed) digests.push(field === 'name' ? nameDigest(term) : termDigest(term));
+  eachTerm(values, (term, _field, indexed) => {
+    if (indexed) digests.push(termDigest(term));
   });
   return digests;
-}
-
-/**
- * Digests of names seen lately. A file's first and last names repeat (most
- * people share theirs with others), and digesting them again for every row
- * took more than the rest of its terms; emails and ids rarely repeat, so
- * they are not kept.
- */
-const NAME_DIGESTS_KEPT = 20_000;
-const nameDigests = new Map<string, string>();
-
-function nameDigest(term: string): string {
-  let digest = nameDigests.get(term);
-  if (digest === undefined) {
-    digest = termDigest(term);
-    if (nameDigests.size >= NAME_DIGESTS_KEPT) nameDigests.clear();
-    nameDigests.set(term, digest);
-  }
-  return digest;
 }
 
 /**
