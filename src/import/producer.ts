@@ -338,49 +338,51 @@ async function enqueueRows(input: {
   let batch = emptyBatch();
   const csv = await openCsv(file, read);
   try {
-    for await (const csvRow of csv.rows) {
-      rows = csvRow.row;
-      // Cleaned once: validation, the job's name, the search terms and the duplicate guard all read them.
-      const values = new RowValues(plan, csvRow.cells);
-      const checked = validateRow(plan, csvRow, options, values);
-      // Without card or password columns there is nothing to mask or scrub, and the cells are only serialised.
-      const cells = secretColumns.length > 0 ? maskCells(plan, csvRow.cells) : csvRow.cells;
-      const rowErrors = secretColumns.length > 0 && checked.length > 0 ? withoutRowSecrets(checked, secretValues(plan, csvRow.cells)) : checked;
-      const name = rowErrors.length > 0 ? null : jobNameFrom(plan, values, options);
-      // Every row is searchable, invalid ones too (src/import/searchTerms.ts; never a card or password column).
-      for (const digest of rowTermDigests(searchableValues(plan, searchedValues(plan, csvRow.cells, cells, values)))) {
-        const rowsOfTerm = batch.terms.get(digest);
-        if (rowsOfTerm) rowsOfTerm.push(csvRow.row);
-        else batch.terms.set(digest, [csvRow.row]);
-      }
-      const earlier = name !== null && guard ? earlierRow(guard, plan, csvRow.row, values, name, options) : undefined;
-      if (name === null) {
-        invalid++;
-        if (errors.length < MAX_REPORTED_ERRORS) errors.push(...rowErrors.slice(0, MAX_REPORTED_ERRORS - errors.length));
-        batch.settled.push({ row: csvRow.row, entry: { cells, job: null, status: 'invalid', attempts: 0, note: rowErrors.map((e) => e.message).join('; ') } });
-      } else if (earlier !== undefined) {
-        duplicates++;
-        batch.settled.push({ row: csvRow.row, entry: { cells, job: name, status: 'duplicate', attempts: 0, note: earlier } });
-      } else {
-        batch.pending.push({ row: csvRow.row, entry: { cells, job: name, status: lost ? 'sent' : 'pending', attempts: 0 } });
-        if (name === 'customer.upsert' && match !== undefined) batch.matchDigests.push(digestOf(fieldKey(match, values.get(match) ?? '')));
-        const block = batchOf(csvRow.row);
-        let job = batch.jobs.get(block);
-        if (!job) batch.jobs.set(block, (job = { importId, rows: [] }));
-        job.rows.push(csvRow.row);
-        // A customers row without a password has nothing to seal: its ledger cells are what it sends.
-        if (sealed && (plan.kind !== 'customers' || secretColumns.some((index) => (csvRow.cells[index] ?? '') !== ''))) {
-          const secrets: Record<string, string> = {};
-          for (const index of secretColumns) secrets[String(index)] = csvRow.cells[index] ?? '';
-          (job.secrets ??= {})[String(csvRow.row)] = sealSecrets(sealed, secrets);
+    for await (const parsed of csv.batches) {
+      for (const csvRow of parsed) {
+        rows = csvRow.row;
+        // Cleaned once: validation, the job's name, the search terms and the duplicate guard all read them.
+        const values = new RowValues(plan, csvRow.cells);
+        const checked = validateRow(plan, csvRow, options, values);
+        // Without card or password columns there is nothing to mask or scrub, and the cells are only serialised.
+        const cells = secretColumns.length > 0 ? maskCells(plan, csvRow.cells) : csvRow.cells;
+        const rowErrors = secretColumns.length > 0 && checked.length > 0 ? withoutRowSecrets(checked, secretValues(plan, csvRow.cells)) : checked;
+        const name = rowErrors.length > 0 ? null : jobNameFrom(plan, values, options);
+        // Every row is searchable, invalid ones too (src/import/searchTerms.ts; never a card or password column).
+        for (const digest of rowTermDigests(searchableValues(plan, searchedValues(plan, csvRow.cells, cells, values)))) {
+          const rowsOfTerm = batch.terms.get(digest);
+          if (rowsOfTerm) rowsOfTerm.push(csvRow.row);
+          else batch.terms.set(digest, [csvRow.row]);
         }
-      }
-      if (batch.pending.length + batch.settled.length >= BATCH_ROWS && batchOf(csvRow.row + 1) !== batchOf(csvRow.row)) {
-        flush(batch);
-        batch = emptyBatch();
-        // Parse on while Redis writes, but never more than the bound ahead of it.
-        while (flushes.size >= MAX_FLUSHES_IN_FLIGHT) await Promise.race(flushes);
-        if (flushError) throw flushError.error;
+        const earlier = name !== null && guard ? earlierRow(guard, plan, csvRow.row, values, name, options) : undefined;
+        if (name === null) {
+          invalid++;
+          if (errors.length < MAX_REPORTED_ERRORS) errors.push(...rowErrors.slice(0, MAX_REPORTED_ERRORS - errors.length));
+          batch.settled.push({ row: csvRow.row, entry: { cells, job: null, status: 'invalid', attempts: 0, note: rowErrors.map((e) => e.message).join('; ') } });
+        } else if (earlier !== undefined) {
+          duplicates++;
+          batch.settled.push({ row: csvRow.row, entry: { cells, job: name, status: 'duplicate', attempts: 0, note: earlier } });
+        } else {
+          batch.pending.push({ row: csvRow.row, entry: { cells, job: name, status: lost ? 'sent' : 'pending', attempts: 0 } });
+          if (name === 'customer.upsert' && match !== undefined) batch.matchDigests.push(digestOf(fieldKey(match, values.get(match) ?? '')));
+          const block = batchOf(csvRow.row);
+          let job = batch.jobs.get(block);
+          if (!job) batch.jobs.set(block, (job = { importId, rows: [] }));
+          job.rows.push(csvRow.row);
+          // A customers row without a password has nothing to seal: its ledger cells are what it sends.
+          if (sealed && (plan.kind !== 'customers' || secretColumns.some((index) => (csvRow.cells[index] ?? '') !== ''))) {
+            const secrets: Record<string, string> = {};
+            for (const index of secretColumns) secrets[String(index)] = csvRow.cells[index] ?? '';
+            (job.secrets ??= {})[String(csvRow.row)] = sealSecrets(sealed, secrets);
+          }
+        }
+        if (batch.pending.length + batch.settled.length >= BATCH_ROWS && batchOf(csvRow.row + 1) !== batchOf(csvRow.row)) {
+          flush(batch);
+          batch = emptyBatch();
+          // Parse on while Redis writes, but never more than the bound ahead of it.
+          while (flushes.size >= MAX_FLUSHES_IN_FLIGHT) await Promise.race(flushes);
+          if (flushError) throw flushError.error;
+        }
       }
     }
     flush(batch);
