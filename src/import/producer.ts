@@ -7,7 +7,7 @@ import { ACTIVE_OFFER_STATUS } from '../api/schemas/index.js';
 import type { ExpiryFormat } from '../api/rules.js';
 import { sealSecrets, type CardKeyring } from '../cards/crypto.js';
 import { CUSTOMER_ID, detectKind, loadColumnMap, planColumns, resolvePath, type ColumnPlan } from '../csv/columns.js';
-import { digestOf, fieldKey, identityKey } from '../customers/identity.js';
+import { fieldKey, freshDigestOf, identityKey } from '../customers/identity.js';
 import type { CustomerIndex } from '../customers/customerIndex.js';
 import { createEstimator, type RequestEstimate } from '../customers/estimate.js';
 import type { RefreshDeps } from '../customers/refresh.js';
@@ -364,7 +364,7 @@ async function enqueueRows(input: {
           batch.settled.push({ row: csvRow.row, entry: { cells, job: name, status: 'duplicate', attempts: 0, note: earlier } });
         } else {
           batch.pending.push({ row: csvRow.row, entry: { cells, job: name, status: lost ? 'sent' : 'pending', attempts: 0 } });
-          if (name === 'customer.upsert' && match !== undefined) batch.matchDigests.push(digestOf(fieldKey(match, values.get(match) ?? '')));
+          if (name === 'customer.upsert' && match !== undefined) batch.matchDigests.push(freshDigestOf(fieldKey(match, values.get(match) ?? '')));
           const block = batchOf(csvRow.row);
           let job = batch.jobs.get(block);
           if (!job) batch.jobs.set(block, (job = { importId, rows: [] }));
@@ -536,7 +536,7 @@ async function validateAll(
  */
 function earlierRow(seen: SeenKeys, plan: ColumnPlan, row: number, values: RowReader, name: JobName, options: RowOptions): string | undefined {
   for (const { key, what } of rowKeys(plan, values, name, options)) {
-    const earlier = seen.firstRow(digestOf(key), row);
+    const earlier = seen.firstRow(freshDigestOf(key), row);
     if (earlier !== 0) return `${what} as row ${earlier} of this file: not sent (--allow-duplicates sends such rows)`;
   }
   return undefined;
