@@ -79,14 +79,22 @@ const SecretsSchema = z.record(z.string(), z.string());
 /** Seals a row's card fields (e.g. `{ AccountNumber, CVCode }`) under the keyring's current key. */
 export function sealSecrets(keyring: CardKeyring, secrets: Record<string, string>): string {
   const { id, key } = keyring.current;
-  checkKey(id, key);
-  const parsed = SecretsSchema.safeParse(secrets);
-  if (!parsed.success) throw new CardKeyError('CARD_DATA_INVALID', 'card secrets to seal must be a record of strings');
+  if (checkedKeys.get(key) !== id) {
+    checkKey(id, key);
+    checkedKeys.set(key, id);
+  }
+  // The schema is asked only about what is not plainly a record of strings (the producer seals a row at a time).
+  let record = secrets;
+  if (!isPlainRecordOfStrings(secrets)) {
+    const parsed = SecretsSchema.safeParse(secrets);
+    if (!parsed.success) throw new CardKeyError('CARD_DATA_INVALID', 'card secrets to seal must be a record of strings');
+    record = parsed.data;
+  }
 
-  const json = JSON.stringify(parsed.data);
+  const json = JSON.stringify(record);
   const length = Buffer.byteLength(json, 'utf8');
   const plaintext = Buffer.from(json.padEnd(json.length + (PAD_BYTES - (length % PAD_BYTES)) % PAD_BYTES, ' '), 'utf8');
-  const iv = randomBytes(IV_BYTES);
+  const iv = freshIv();
   const cipher = createCipheriv(ALGORITHM, key, iv, { authTagLength: TAG_BYTES });
   cipher.setAAD(additionalData(id));
   const ciphertext = Buffer.concat([cipher.update(plaintext), cipher.final()]);
@@ -159,9 +167,47 @@ function checkKey(id: string, key: Buffer): void {
   }
 }
 
-/** The version and key id, bound to the ciphertext by GCM. */
+/** The version and key id, bound to the ciphertext by GCM; made once per key id (GCM only reads it). */
 function additionalData(keyId: string): Buffer {
-  return Buffer.from(`${VERSION}.${keyId}`, 'utf8');
+  let data = additionalDataOf.get(keyId);
+  if (data === undefined) {
+    data = Buffer.from(`${VERSION}.${keyId}`, 'utf8');
+    additionalDataOf.set(keyId, data);
+  }
+  return data;
+}
+const additionalDataOf = new Map<string, Buffer>();
+
+/** Keys already checked, with the id they were checked under (a key's length cannot change). */
+const checkedKeys = new WeakMap<Buffer, string>();
+
+/**
+ * IVs are cut from one larger read of the system's random source: a read
+ * per token cost more than the sealing itself. Each IV is handed out once,
+ * and a spent pool is replaced, never refilled, so an IV already handed out
+ * never changes.
+ */
+const IV_POOL_BYTES = IV_BYTES * 512;
+let ivPool = Buffer.alloc(0);
+let ivAt = 0;
+
+function freshIv(): Buffer {
+  if (ivAt + IV_BYTES > ivPool.length) {
+    ivPool = randomBytes(IV_POOL_BYTES);
+    ivAt = 0;
+  }
+  const iv = ivPool.subarray(ivAt, ivAt + IV_BYTES);
+  ivAt += IV_BYTES;
+  return iv;
+}
+
+/** A plain object whose members are all strings, which the secrets schema surely takes as it is. */
+function isPlainRecordOfStrings(value: unknown): value is Record<string, string> {
+  if (typeof value !== 'object' || value === null || Object.getPrototypeOf(value) !== Object.prototype) return false;
+  const keys = Object.keys(value);
+  if (keys.length !== Reflect.ownKeys(value).length) return false;
+  for (const key of keys) if (typeof (value as Record<string, unknown>)[key] !== 'string') return false;
+  return true;
 }
 
 function toBase64Url(bytes: Buffer): string {

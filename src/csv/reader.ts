@@ -30,7 +30,7 @@ import { createReadStream } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { isUtf8 } from 'node:buffer';
 import { Transform, pipeline, type TransformCallback } from 'node:stream';
-import { CsvError, parse } from 'csv-parse';
+import { CsvError, Parser, type Options } from 'csv-parse';
 import { cleanHeader, isKnownHeader, type ColumnMap } from './columns.js';
 import { CsvFormatError, FileRejectedError } from './errors.js';
 import { chooseEncoding, codePointName, decodeAll, firstInvalidUtf8, legacyProblem, legacyReadAsUtf8, placeHeader, type HeaderPlace } from './sniff.js';
@@ -57,6 +57,12 @@ export interface CsvFile {
   readonly headers: string[];
   /** The data records; iterate once. Breaking out of the loop closes the file. */
   readonly rows: AsyncIterable<CsvRow>;
+  /**
+   * The same rows in runs, each as many as were parsed when it was asked
+   * for (at least one): what a reader of every row takes, without a promise
+   * per row. Iterate `rows` or `batches`, not both.
+   */
+  readonly batches: AsyncIterable<CsvRow[]>;
   /** Bytes read from disk so far (for progress; always ahead of the rows yielded). */
   readonly bytesRead: number;
   /** The delimiter the file is read with. */
@@ -102,41 +108,49 @@ export async function openCsv(file: string, options: ReadOptions = {}): Promise<
   // Records parsed so far, blank ones included: a spreadsheet shows each on a row.
   let recordsSeen = 0;
   const sheetOffset = start.place.skipLines - (start.place.sepLine ? 1 : 0);
-  // The starting lines of the records parsed but not yet consumed, in order:
-  // the parser reads ahead of the consumer by at most a read chunk.
-  const pendingLines: { line: number; sheetRow: number }[] = [];
   let headerSeen = false;
   let headerCells: string[] = [];
-  const onRecord = (cells: string[], context: { empty_lines: number }): string[] | null => {
-    const line = 1 + linesTaken + context.empty_lines;
-    const sheetRow = 1 + sheetOffset + recordsSeen + context.empty_lines;
+  let row = 0;
+  /** A parsed record as the row it is (the header as row 0), or null for a blank record, which is no row. */
+  const onRecord = (cells: string[], emptyLines: number): CsvRow | null => {
+    const line = 1 + linesTaken + emptyLines;
+    const sheetRow = 1 + sheetOffset + recordsSeen + emptyLines;
     recordsSeen += 1;
-    linesTaken += 1 + cells.reduce((sum, cell) => sum + countLineBreaks(cell), 0);
-    if (!start.encoding.declared) {
-      const misread = cells.map(legacyReadAsUtf8).find((char) => char !== undefined);
-      if (misread !== undefined) throw new CsvFormatError(file, line, misreadReason(misread));
+    // One pass over the cells: line breaks inside them, whether all are blank, text misread from another encoding.
+    let breaks = 0;
+    let blank = true;
+    let misread: string | undefined;
+    for (const cell of cells) {
+      if (typeof cell !== 'string') throw new TypeError('csv-parse produced a record that is not an array of strings');
+      breaks += countLineBreaks(cell);
+      if (blank && cell.trim() !== '') blank = false;
+      if (!start.encoding.declared && misread === undefined) misread = legacyReadAsUtf8(cell);
     }
-    if (headerSeen && cells.every((cell) => cell.trim() === '')) return null;
+    linesTaken += 1 + breaks;
+    if (misread !== undefined) throw new CsvFormatError(file, line, misreadReason(misread));
+    if (headerSeen && blank) return null;
     // Kept here, not when the header is consumed: a parse error in a small file surfaces before that.
     if (!headerSeen) headerCells = cells;
+    else row += 1;
     headerSeen = true;
-    pendingLines.push({ line, sheetRow });
-    return cells;
+    return { row, line, sheetRow, cells };
   };
 
   const input = createReadStream(file);
   const decoder = new Decoder(file, start);
-  const parser = parse({
-    // No `columns`: records stay arrays, the header is data to check, not keys to trust.
-    relax_column_count: true,
-    skip_empty_lines: true,
-    delimiter: start.place.delimiter,
-    // Any of the three, even mixed in one file (csv-parse would otherwise
-    // settle on the first one it sees).
-    record_delimiter: ['\r\n', '\n', '\r'],
-    max_record_size: MAX_RECORD_CHARS,
-    on_record: onRecord,
-  });
+  const parser = new RowParser(
+    {
+      // No `columns`: records stay arrays, the header is data to check, not keys to trust.
+      relax_column_count: true,
+      skip_empty_lines: true,
+      delimiter: start.place.delimiter,
+      // Any of the three, even mixed in one file (csv-parse would otherwise
+      // settle on the first one it sees).
+      record_delimiter: ['\r\n', '\n', '\r'],
+      max_record_size: MAX_RECORD_CHARS,
+    },
+    onRecord,
+  );
   // pipeline forwards a read or decoding error into the parser, so it surfaces
   // from the iterator below; the callback has nothing left to do.
   pipeline(input, decoder, parser, () => {});
@@ -151,9 +165,9 @@ export async function openCsv(file: string, options: ReadOptions = {}): Promise<
     parser.destroy();
   };
 
-  /** The next record with its starting line, or undefined at the end of the file. */
-  const nextRecord = async (): Promise<{ cells: string[]; line: number; sheetRow: number } | undefined> => {
-    let result: IteratorResult<unknown>;
+  /** The next record (the header first), or undefined at the end of the file. */
+  const nextRecord = async (): Promise<CsvRow | undefined> => {
+    let result: IteratorResult<CsvRow>;
     try {
       result = await records.next();
     } catch (err) {
@@ -167,9 +181,7 @@ export async function openCsv(file: string, options: ReadOptions = {}): Promise<
       }
       throw decoder.failure ?? err;
     }
-    if (result.done === true) return undefined;
-    const place = pendingLines.shift() ?? { line: 0, sheetRow: 0 };
-    return { cells: asCells(result.value), ...place };
+    return result.done === true ? undefined : result.value;
   };
 
   const header = await nextRecord();
@@ -178,14 +190,28 @@ export async function openCsv(file: string, options: ReadOptions = {}): Promise<
     throw new FileRejectedError(file, ['the file is empty: no header row']);
   }
 
+  async function* readBatches(): AsyncGenerator<CsvRow[]> {
+    try {
+      for (;;) {
+        const first = await nextRecord();
+        if (first === undefined) return;
+        const batch = [first];
+        // The rows parsed already wait in the parser: taken at once. None after a failure (the read ends there, as the iterator's does).
+        for (let next = readParsed(); next !== null; next = readParsed()) batch.push(next);
+        yield batch;
+      }
+    } finally {
+      close();
+    }
+  }
+  const readParsed = (): CsvRow | null => (parser.destroyed ? null : (parser.read() as CsvRow | null));
+
   async function* readRows(): AsyncGenerator<CsvRow> {
-    let row = 0;
     try {
       for (;;) {
         const record = await nextRecord();
         if (record === undefined) return;
-        row += 1;
-        yield { row, line: record.line, sheetRow: record.sheetRow, cells: record.cells };
+        yield record;
       }
     } finally {
       close();
@@ -195,6 +221,7 @@ export async function openCsv(file: string, options: ReadOptions = {}): Promise<
   return {
     headers: header.cells,
     rows: readRows(),
+    batches: readBatches(),
     get bytesRead() {
       return input.bytesRead;
     },
@@ -426,10 +453,39 @@ function parseErrorReason(err: CsvError, line: number, headers: readonly string[
   }
 }
 
-/** What the parser's iterator yields is typed `any`: checked, not trusted. */
-function asCells(record: unknown): string[] {
-  if (Array.isArray(record) && record.every((cell) => typeof cell === 'string')) return record;
-  throw new TypeError('csv-parse produced a record that is not an array of strings');
+/**
+ * csv-parse's parser, each record made into its row as it is parsed, in
+ * order (the line numbers count the records before it), instead of through
+ * `on_record`: csv-parse builds two objects of its counters for each call of
+ * that hook, which cost a third of the parse. The counters are read here
+ * live (`info`). A record the hook refuses stops the parse with that error,
+ * as a refusal from `on_record` does.
+ */
+class RowParser extends Parser {
+  private failed = false;
+
+  constructor(
+    options: Options,
+    private readonly onRecord: (cells: string[], emptyLines: number) => CsvRow | null,
+  ) {
+    super(options);
+  }
+
+  override push(chunk: unknown, encoding?: BufferEncoding): boolean {
+    if (chunk === null) return super.push(null, encoding);
+    if (this.failed) return false;
+    let row: CsvRow | null;
+    try {
+      if (!Array.isArray(chunk)) throw new TypeError('csv-parse produced a record that is not an array of strings');
+      row = this.onRecord(chunk, this.info.empty_lines);
+    } catch (error) {
+      // Records csv-parse parses after this one in the same chunk are dropped: the read ends here.
+      this.failed = true;
+      this.destroy(error instanceof Error ? error : new Error(String(error)));
+      return false;
+    }
+    return row === null ? true : super.push(row, encoding);
+  }
 }
 
 function countLineBreaks(text: string): number {

@@ -26,6 +26,7 @@
  *   other value quoted in a message has card-number-like digit runs masked
  *   (a card number pasted into the wrong column stays out of the messages).
  */
+import { z } from 'zod';
 import {
   CREDIT_CARD_FIELDS,
   CUSTOMER_INPUT_FIELDS,
@@ -154,9 +155,13 @@ const fieldOf = (path: string): string => path.slice(path.lastIndexOf('.') + 1);
 
 /** A cell as it is checked and sent: trimmed, the formula escape undone, invisibles around an identifier dropped. */
 export function cleanCell(path: string, cell: string): string {
-  if (UNTRIMMED_PATHS.has(path)) return cell;
+  return cleanValue(cell, UNTRIMMED_PATHS.has(path), STRICT_FIELDS.has(fieldOf(path)));
+}
+
+function cleanValue(cell: string, untrimmed: boolean, strict: boolean): string {
+  if (untrimmed) return cell;
   const value = unescapeFormula(cell.trim()).trim();
-  return STRICT_FIELDS.has(fieldOf(path)) ? trimInvisible(value) : value;
+  return strict ? trimInvisible(value) : value;
 }
 
 /**
@@ -167,6 +172,81 @@ export function cellOf(plan: ColumnPlan, cells: Cells, path: string): string | u
   const column = plan.index.get(path);
   if (column === undefined) return undefined;
   return cleanCell(path, cells[column] ?? '');
+}
+
+/** What a row's values are read through: by path, as {@link cellOf} reads them. */
+export interface RowReader {
+  get(path: string): string | undefined;
+}
+
+/** Reads a row's cells as they come, cleaning each value when it is read (what a worker reads once per row). */
+export const cellReader = (plan: ColumnPlan, cells: Cells): RowReader => ({ get: (path) => cellOf(plan, cells, path) });
+
+/** What each column of a plan is, worked out once per plan rather than once per row. */
+interface ColumnInfo {
+  path: string;
+  /** The column the plan reads its path from (a duplicate column does not). */
+  owner: boolean;
+  untrimmed: boolean;
+  strict: boolean;
+  numberLike: boolean;
+  /** A card number's or CVC's column. */
+  secret: boolean;
+  /** A column without a header. */
+  unnamed: boolean;
+  /** The header as a repeated header row is compared with it. */
+  headerKey: string;
+}
+
+const columnInfoCache = new WeakMap<ColumnPlan, ColumnInfo[]>();
+
+function columnInfoOf(plan: ColumnPlan): ColumnInfo[] {
+  const cached = columnInfoCache.get(plan);
+  if (cached) return cached;
+  const secret = new Set(secretColumnIndexes(plan));
+  const columns = plan.headers.map((header, column): ColumnInfo => {
+    const path = plan.paths[column] ?? '';
+    const field = fieldOf(path);
+    return {
+      path,
+      owner: path !== '' && plan.index.get(path) === column,
+      untrimmed: UNTRIMMED_PATHS.has(path),
+      strict: STRICT_FIELDS.has(field),
+      numberLike: NUMBER_LIKE_FIELDS.has(field),
+      secret: secret.has(column),
+      unnamed: cleanHeader(header) === '',
+      headerKey: cleanHeader(header).toLowerCase(),
+    };
+  });
+  columnInfoCache.set(plan, columns);
+  return columns;
+}
+
+/**
+ * A row's values, each cleaned once ({@link cleanCell}): validation, the
+ * body's shape check, the duplicate guard and the search index each read
+ * most of them, and cleaning them again for each would be most of the cost.
+ */
+export class RowValues implements RowReader {
+  /** The cleaned value of each column the plan reads ('' for the others, and past the row's end). */
+  readonly byColumn: string[];
+
+  constructor(
+    private readonly plan: ColumnPlan,
+    cells: Cells,
+  ) {
+    const columns = columnInfoOf(plan);
+    this.byColumn = new Array<string>(columns.length);
+    for (let column = 0; column < columns.length; column++) {
+      const info = columns[column] as ColumnInfo;
+      this.byColumn[column] = info.owner ? cleanValue(cells[column] ?? '', info.untrimmed, info.strict) : '';
+    }
+  }
+
+  get(path: string): string | undefined {
+    const column = this.plan.index.get(path);
+    return column === undefined ? undefined : this.byColumn[column];
+  }
 }
 
 /** ExpirationDate as the API takes it (MMYY), from the file's order; other text is left as it is. */
@@ -195,6 +275,10 @@ export const BLANK_CUSTOMER_INPUT: CustomerInput = CustomerInputSchema.parse({
  *   with an empty cell clears the member ('' or null), an absent one keeps it.
  */
 export function buildCustomerInput(plan: ColumnPlan, cells: Cells, base?: CustomerInput): CustomerInput {
+  return customerInputOf(cellReader(plan, cells), base);
+}
+
+function customerInputOf(row: RowReader, base?: CustomerInput): CustomerInput {
   const body: CustomerInput = { ...BLANK_CUSTOMER_INPUT };
   if (base !== undefined) {
     // Member by member, so that nothing but the body's members is carried over.
@@ -204,7 +288,7 @@ export function buildCustomerInput(plan: ColumnPlan, cells: Cells, base?: Custom
     }
   }
   for (const field of CUSTOMER_INPUT_FIELDS) {
-    const value = cellOf(plan, cells, field);
+    const value = row.get(field);
     if (value === undefined) continue;
     if (field === 'MobileNumber') body.MobileNumber = value === '' ? null : value;
     else body[field] = value;
@@ -215,13 +299,24 @@ export function buildCustomerInput(plan: ColumnPlan, cells: Cells, base?: Custom
 /** Every member of a sign-up's customer, blank (the create body without Password). */
 const { Password: _password, ...BLANK_SIGNUP_CUSTOMER } = BLANK_CUSTOMER_INPUT;
 
-function buildCard(plan: ColumnPlan, cells: Cells, pathOf: (field: string) => string, format: ExpiryFormat): CreditCardInfo {
+/** Each card field with its column path: in a sign-up (`CreditCardInfo.X`), and in a card file (`X`). Built once, not per row. */
+const SIGNUP_CARD_PATHS = CREDIT_CARD_FIELDS.map((field) => [field, signupCardPath(field)] as const);
+const CARD_PATHS = CREDIT_CARD_FIELDS.map((field) => [field, field] as const);
+const SIGNUP_CUSTOMER_PATHS = SIGNUP_CUSTOMER_FIELDS.map((field) => [field, signupCustomerPath(field)] as const);
+const SUBSCRIPTION_PATHS = {
+  OfferCode: subscriptionPath('OfferCode'),
+  PromotionCode: subscriptionPath('PromotionCode'),
+  ResellerID: subscriptionPath('ResellerID'),
+  SubscriptionID: subscriptionPath('SubscriptionID'),
+};
+
+function buildCard(row: RowReader, paths: ReadonlyArray<readonly [keyof CreditCardInfo, string]>, format: ExpiryFormat): CreditCardInfo {
   const card: CreditCardInfo = {
     AccountNumber: '', CVCode: '', ExpirationDate: '', FirstName: '', LastName: '', AddressLine1: '', AddressLine2: '',
     City: '', StateProvince: '', PostalCode: '', CountryCode: '', IPAddress: '',
   };
-  for (const field of CREDIT_CARD_FIELDS) {
-    const value = cellOf(plan, cells, pathOf(field)) ?? '';
+  for (const [field, path] of paths) {
+    const value = row.get(path) ?? '';
     card[field] = field === 'ExpirationDate' ? toApiExpiry(value, format) : value;
   }
   return card;
@@ -263,9 +358,9 @@ function itemColumnsOf(plan: ColumnPlan): ItemColumns[] {
   return items;
 }
 
-const cellAt = (plan: ColumnPlan, cells: Cells, column: number | undefined): string =>
-  column === undefined ? '' : cleanCell(plan.paths[column] ?? '', cells[column] ?? '');
-const itemHasValues = (plan: ColumnPlan, item: ItemColumns, cells: Cells): boolean => item.columns.some((column) => cellAt(plan, cells, column) !== '');
+/** An item column's value ('' for none): item columns are the ones their paths are read from. */
+const cellAt = (plan: ColumnPlan, row: RowReader, column: number | undefined): string => (column === undefined ? '' : (row.get(plan.paths[column] ?? '') ?? ''));
+const itemHasValues = (plan: ColumnPlan, item: ItemColumns, row: RowReader): boolean => item.columns.some((column) => cellAt(plan, row, column) !== '');
 
 /**
  * The body of POST /json/signups: Customer (no Password), CreditCardInfo
@@ -274,25 +369,29 @@ const itemHasValues = (plan: ColumnPlan, item: ItemColumns, cells: Cells): boole
  * `{ProductFieldCode, Value}` per non-empty `Fields.<code>` cell, in column order.
  */
 export function buildSignupRequest(plan: ColumnPlan, cells: Cells, options: Pick<RowOptions, 'expiryFormat'>): SignupRequest {
+  return signupRequestOf(plan, cellReader(plan, cells), options);
+}
+
+function signupRequestOf(plan: ColumnPlan, row: RowReader, options: Pick<RowOptions, 'expiryFormat'>): SignupRequest {
   const customer: SignupCustomer = { ...BLANK_SIGNUP_CUSTOMER };
-  for (const field of SIGNUP_CUSTOMER_FIELDS) {
-    const value = cellOf(plan, cells, signupCustomerPath(field)) ?? '';
+  for (const [field, path] of SIGNUP_CUSTOMER_PATHS) {
+    const value = row.get(path) ?? '';
     if (field === 'MobileNumber') customer.MobileNumber = value === '' ? null : value;
     else customer[field] = value;
   }
-  const subscription = (field: string): string => cellOf(plan, cells, subscriptionPath(field)) ?? '';
+  const subscription = (field: keyof typeof SUBSCRIPTION_PATHS): string => row.get(SUBSCRIPTION_PATHS[field]) ?? '';
   const items: SubscriptionItem[] = itemColumnsOf(plan)
-    .filter((item) => itemHasValues(plan, item, cells))
+    .filter((item) => itemHasValues(plan, item, row))
     .map((item) => ({
-      ProductCode: cellAt(plan, cells, item.productCode),
-      SubscriptionItemID: cellAt(plan, cells, item.subscriptionItemId),
+      ProductCode: cellAt(plan, row, item.productCode),
+      SubscriptionItemID: cellAt(plan, row, item.subscriptionItemId),
       Fields: item.fields
-        .map(({ code, column }) => ({ ProductFieldCode: code, Value: cellAt(plan, cells, column) }))
+        .map(({ code, column }) => ({ ProductFieldCode: code, Value: cellAt(plan, row, column) }))
         .filter((field) => field.Value !== ''),
     }));
   return {
     Customer: customer,
-    CreditCardInfo: buildCard(plan, cells, signupCardPath, options.expiryFormat),
+    CreditCardInfo: buildCard(row, SIGNUP_CARD_PATHS, options.expiryFormat),
     Subscription: {
       OfferCode: subscription('OfferCode'),
       PromotionCode: subscription('PromotionCode'),
@@ -312,8 +411,12 @@ export function buildCardUpdate(
   cells: Cells,
   options: Pick<RowOptions, 'expiryFormat'>,
 ): { paymentMethodKey: string; body: UpdatePaymentMethodRequest } {
-  const paymentMethodKey = withoutBraces(cellOf(plan, cells, PAYMENT_METHOD_KEY) ?? '');
-  const card = buildCard(plan, cells, (field) => field, options.expiryFormat);
+  return cardUpdateOf(cellReader(plan, cells), options);
+}
+
+function cardUpdateOf(row: RowReader, options: Pick<RowOptions, 'expiryFormat'>): { paymentMethodKey: string; body: UpdatePaymentMethodRequest } {
+  const paymentMethodKey = withoutBraces(row.get(PAYMENT_METHOD_KEY) ?? '');
+  const card = buildCard(row, CARD_PATHS, options.expiryFormat);
   return { paymentMethodKey, body: { CreditCard: { ...card, PaymentMethodKey: paymentMethodKey } } };
 }
 
@@ -441,49 +544,51 @@ function locate(row: CsvRow): string {
  * Every rule the row breaks, none when it may be sent. A
  * row that repeats the header, or whose cell count differs from the header's,
  * reports only that: its values are not where their columns say, so nothing
- * else about it is true.
+ * else about it is true. `values` are the row's cells cleaned (the producer
+ * reads them again after the check); made here when not given.
  */
-export function validateRow(plan: ColumnPlan, row: CsvRow, options: RowOptions): RowError[] {
+export function validateRow(plan: ColumnPlan, row: CsvRow, options: RowOptions, values: RowValues = new RowValues(plan, row.cells)): RowError[] {
   const { cells } = row;
   const errors: { column: number; error: RowError }[] = [];
   const columnOf = (path: string): number => plan.index.get(path) ?? Number.MAX_SAFE_INTEGER;
-  const where = locate(row);
-  const reported = new Set<string>();
+  // Most rows break no rule: where they are is only written into a message.
+  const where = (): string => locate(row);
+  let reported: Set<string> | undefined;
   const report = (path: string, rule: RowRule, text: string): void => {
     const column = plan.index.get(path);
     const name = column === undefined ? path : cleanHeader(plan.headers[column] ?? path);
-    reported.add(path);
+    (reported ??= new Set()).add(path);
     errors.push({
       column: columnOf(path),
-      error: { row: row.row, column: name, rule, message: `${where}, column "${name}": ${text} (rule: ${rule})` },
+      error: { row: row.row, column: name, rule, message: `${where()}, column "${name}": ${text} (rule: ${rule})` },
     });
   };
 
   const repeated = repeatedHeader(plan, cells);
   if (repeated !== undefined) {
     const rule: RowRule = 'repeated-header';
-    return [{ row: row.row, column: '', rule, message: `${where}: ${repeated}; the row is not sent (rule: ${rule})` }];
+    return [{ row: row.row, column: '', rule, message: `${where()}: ${repeated}; the row is not sent (rule: ${rule})` }];
   }
 
   if (!fitsHeader(plan, cells)) {
     const rule: RowRule = 'column-count';
-    const text = `${row.line > 0 ? where : `row ${row.row}`}: ${cells.length} cells where the header has ${plan.headers.length}; check for an unquoted comma or a missing cell (rule: ${rule})`;
+    const text = `${row.line > 0 ? where() : `row ${row.row}`}: ${cells.length} cells where the header has ${plan.headers.length}; check for an unquoted comma or a missing cell (rule: ${rule})`;
     return [{ row: row.row, column: '', rule, message: text }];
   }
 
-  for (const problem of cellProblems(plan, cells, options)) {
+  for (const problem of cellProblems(plan, cells, values, options)) {
     if (problem.path === undefined) {
       const rule = problem.rule;
-      errors.push({ column: problem.column, error: { row: row.row, column: '', rule, message: `${where}, column ${problem.column + 1}: ${problem.text} (rule: ${rule})` } });
+      errors.push({ column: problem.column, error: { row: row.row, column: '', rule, message: `${where()}, column ${problem.column + 1}: ${problem.text} (rule: ${rule})` } });
     } else report(problem.path, problem.rule, problem.text);
   }
 
-  for (const { path, text } of requiredProblems(plan, cells, options)) report(path, 'required', text);
+  for (const { path, text } of requiredProblems(plan, values, options)) report(path, 'required', text);
 
-  const valueOf = (path: string): string => cellOf(plan, cells, path) ?? '';
+  const valueOf = (path: string): string => values.get(path) ?? '';
   for (const check of FIELD_CHECKS[plan.kind]) {
-    const value = cellOf(plan, cells, check.path);
-    if (value === undefined || value === '' || reported.has(check.path)) continue;
+    const value = values.get(check.path);
+    if (value === undefined || value === '' || reported?.has(check.path) === true) continue;
     const finding = check.describe(value, options, valueOf);
     if (finding === undefined) continue;
     if (typeof finding === 'string') report(check.path, check.rule, finding);
@@ -492,15 +597,16 @@ export function validateRow(plan: ColumnPlan, row: CsvRow, options: RowOptions):
 
   if (plan.kind === 'signups') {
     for (const item of itemColumnsOf(plan)) {
-      if (cellAt(plan, cells, item.productCode) !== '' || !itemHasValues(plan, item, cells)) continue;
+      if (cellAt(plan, values, item.productCode) !== '' || !itemHasValues(plan, item, values)) continue;
       const path = itemPath(item.index, 'ProductCode');
       report(path, 'provisioning', `is empty, but item ${item.index} has other values: every subscription item needs its ProductCode`);
     }
   }
 
-  const shape = shapeProblem(plan, cells, options);
+  const shape = shapeProblem(plan, values, options);
   if (shape !== undefined) report(shape.path, 'shape', shape.text);
 
+  if (errors.length < 2) return errors.length === 0 ? [] : [(errors[0] as { error: RowError }).error];
   return errors.sort((a, b) => a.column - b.column).map(({ error }) => error);
 }
 
@@ -522,10 +628,11 @@ function fitsHeader(plan: ColumnPlan, cells: Cells): boolean {
  * (the second file's, mid-file).
  */
 function repeatedHeader(plan: ColumnPlan, cells: Cells): string | undefined {
+  const columns = columnInfoOf(plan);
   const same =
     cells.length >= plan.headers.length &&
-    plan.headers.every((header, i) => cleanHeader(header).toLowerCase() === cleanHeader(cells[i] ?? '').toLowerCase()) &&
-    plan.headers.some((header) => cleanHeader(header) !== '');
+    columns.every((column, i) => column.headerKey === cleanHeader(cells[i] ?? '').toLowerCase()) &&
+    columns.some((column) => !column.unnamed);
   const bom = (cells[0] ?? '').startsWith('\uFEFF');
   if (!same && !bom) return undefined;
   const what = same ? 'repeats the header row' : 'starts with a byte order mark (U+FEFF), which only the start of a file has';
@@ -540,42 +647,43 @@ interface CellProblem {
   text: string;
 }
 
+const NO_PROBLEMS: readonly CellProblem[] = [];
+
 /**
  * The rules checked on every column: an identifier with an invisible
  * character inside, an identifier or code a spreadsheet turned into a number,
  * text a program misdecoded, a value under an unnamed column.
  */
-function cellProblems(plan: ColumnPlan, cells: Cells, options: RowOptions): CellProblem[] {
-  const problems: CellProblem[] = [];
-  const secret = new Set(secretColumnIndexes(plan));
-  plan.paths.forEach((path, column) => {
-    const raw = cells[column] ?? '';
+function cellProblems(plan: ColumnPlan, cells: Cells, values: RowValues, options: RowOptions): readonly CellProblem[] {
+  let problems: CellProblem[] | undefined;
+  const columns = columnInfoOf(plan);
+  for (let column = 0; column < columns.length; column++) {
+    const { path, owner, unnamed, strict, numberLike, secret, untrimmed } = columns[column] as ColumnInfo;
     if (path === '') {
-      if (cleanHeader(plan.headers[column] ?? '') === '' && raw.trim() !== '') {
-        problems.push({ path: undefined, column, rule: 'unnamed-column', text: 'has no header but holds a value: name the column, or clear its cells' });
+      if (unnamed && (cells[column] ?? '').trim() !== '') {
+        (problems ??= []).push({ path: undefined, column, rule: 'unnamed-column', text: 'has no header but holds a value: name the column, or clear its cells' });
       }
-      return;
+      continue;
     }
-    if (plan.index.get(path) !== column) return;
-    const value = cleanCell(path, raw);
-    if (value === '') return;
-    const field = fieldOf(path);
-    const invisible = STRICT_FIELDS.has(field) ? invisibleInside(value) : [];
-    if (invisible.length > 0) {
+    if (!owner) continue;
+    const value = values.byColumn[column] ?? '';
+    if (value === '') continue;
+    const invisible = strict ? invisibleInside(value) : undefined;
+    if (invisible !== undefined && invisible.length > 0) {
       const text = `holds an invisible character inside it (${invisible.join(', ')}), as copying from a web page or a document leaves: type the value again`;
-      problems.push({ path, column, rule: 'invisible', text });
-      return;
+      (problems ??= []).push({ path, column, rule: 'invisible', text });
+      continue;
     }
-    if (NUMBER_LIKE_FIELDS.has(field) && (WHOLE_FLOAT.test(value) || SCIENTIFIC_NOTATION.test(value))) {
-      problems.push({ path, column, rule: 'spreadsheet-number', text: `${show(value)} is written as a number: ${STORED_AS_NUMBER}` });
-      return;
+    if (numberLike && (WHOLE_FLOAT.test(value) || SCIENTIFIC_NOTATION.test(value))) {
+      (problems ??= []).push({ path, column, rule: 'spreadsheet-number', text: `${show(value)} is written as a number: ${STORED_AS_NUMBER}` });
+      continue;
     }
     // Card data and passwords are never quoted in a message, so never checked for text a program misread.
-    if (options.acceptMisdecodedText === true || secret.has(column) || UNTRIMMED_PATHS.has(path)) return;
+    if (options.acceptMisdecodedText === true || secret || untrimmed) continue;
     const misdecoded = misdecodedText(value);
-    if (misdecoded !== undefined) problems.push({ path, column, rule: 'misdecoded-text', text: misdecoded });
-  });
-  return problems;
+    if (misdecoded !== undefined) (problems ??= []).push({ path, column, rule: 'misdecoded-text', text: misdecoded });
+  }
+  return problems ?? NO_PROBLEMS;
 }
 
 /** Why `value` looks like text a program misread, or undefined. */
@@ -596,9 +704,9 @@ function misdecodedText(value: string): string | undefined {
 }
 
 /** The `required` rule: which required values are empty in this row, and why they are required. */
-function requiredProblems(plan: ColumnPlan, cells: Cells, options: RowOptions): { path: string; text: string }[] {
+function requiredProblems(plan: ColumnPlan, row: RowReader, options: RowOptions): { path: string; text: string }[] {
   const problems: { path: string; text: string }[] = [];
-  const blank = (path: string): boolean => (cellOf(plan, cells, path) ?? '') === '';
+  const blank = (path: string): boolean => (row.get(path) ?? '') === '';
   const require = (path: string, why: string): void => {
     if (!blank(path)) return;
     const absent = plan.index.get(path) === undefined;
@@ -634,20 +742,83 @@ function requiredProblems(plan: ColumnPlan, cells: Cells, options: RowOptions): 
 }
 
 /** The last guard: the body this row would send parses with its wire schema. */
-function shapeProblem(plan: ColumnPlan, cells: Cells, options: RowOptions): { path: string; text: string } | undefined {
-  const parsed = (() => {
+function shapeProblem(plan: ColumnPlan, row: RowReader, options: RowOptions): { path: string; text: string } | undefined {
+  const [schema, body] = ((): [z.ZodType, unknown] => {
     switch (plan.kind) {
       case 'customers':
-        return CustomerInputSchema.safeParse(buildCustomerInput(plan, cells));
+        return [CustomerInputSchema, customerInputOf(row)];
       case 'signups':
-        return SignupRequestSchema.safeParse(buildSignupRequest(plan, cells, options));
+        return [SignupRequestSchema, signupRequestOf(plan, row, options)];
       case 'cards':
-        return UpdatePaymentMethodRequestSchema.safeParse(buildCardUpdate(plan, cells, options).body);
+        return [UpdatePaymentMethodRequestSchema, cardUpdateOf(row, options).body];
     }
   })();
+  // Zod is asked only about a body the plain check is not sure of: it alone words what is wrong.
+  if (surelyParsesWith(schema)(body)) return undefined;
+  const parsed = schema.safeParse(body);
   if (parsed.success) return undefined;
   const first = parsed.error.issues[0];
   return { path: first?.path.join('.') || '(body)', text: `the request body would not be valid: ${describeZodError(parsed.error)}` };
+}
+
+/** True when a value surely parses; false when only the schema can tell. */
+type SureCheck = (value: unknown) => boolean;
+
+const sureChecks = new WeakMap<z.ZodType, SureCheck>();
+const NOT_SURE: SureCheck = () => false;
+
+/**
+ * A plain check that a value parses with `schema`, made once from the
+ * schema's own definition: strings without refinements, nullables,
+ * optionals, arrays and objects (a strict one refuses other members). Any
+ * other schema, or a refinement, makes it answer "not sure", and the
+ * schema itself is asked. Parsing every row's body with zod cost more than
+ * the rest of its check; the bodies the builders make are plain strings.
+ */
+/** Whether `value` surely parses with `schema` (false: only the schema can tell). Exported for its tests. */
+export const surelyParses = (schema: z.ZodType, value: unknown): boolean => surelyParsesWith(schema)(value);
+
+function surelyParsesWith(schema: z.ZodType): SureCheck {
+  let check = sureChecks.get(schema);
+  if (check === undefined) {
+    check = sureCheckOf(schema);
+    sureChecks.set(schema, check);
+  }
+  return check;
+}
+
+function sureCheckOf(schema: z.ZodType): SureCheck {
+  if ((schema.def.checks ?? []).length > 0) return NOT_SURE;
+  if (schema instanceof z.ZodString) return (value) => typeof value === 'string';
+  if (schema instanceof z.ZodNullable) {
+    const inner = sureCheckOf(schema.unwrap() as z.ZodType);
+    return (value) => value === null || inner(value);
+  }
+  if (schema instanceof z.ZodOptional) {
+    const inner = sureCheckOf(schema.unwrap() as z.ZodType);
+    return (value) => value === undefined || inner(value);
+  }
+  if (schema instanceof z.ZodArray) {
+    const element = sureCheckOf(schema.element as z.ZodType);
+    return (value) => Array.isArray(value) && value.every(element);
+  }
+  if (schema instanceof z.ZodObject) {
+    const catchall = (schema.def.catchall as z.ZodType | undefined)?.def.type;
+    // Only a strict object (catchall never) and a stripping one (none) are known here.
+    if (catchall !== undefined && catchall !== 'never') return NOT_SURE;
+    const members = Object.entries(schema.shape as Record<string, z.ZodType>).map(([key, member]) => [key, sureCheckOf(member)] as const);
+    const known = new Set(members.map(([key]) => key));
+    return (value) => {
+      if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+      const record = value as Record<string, unknown>;
+      if (catchall === 'never') {
+        for (const key in record) if (!known.has(key)) return false;
+      }
+      for (const [key, member] of members) if (!member(record[key])) return false;
+      return true;
+    };
+  }
+  return NOT_SURE;
 }
 
 // ---------------------------------------------------------------------------

@@ -21,11 +21,22 @@ export function unescapeFormula(cell: string): string {
 const SURROUNDING = new RegExp(`^[\\s${INVISIBLE_CHARACTERS}]+|[\\s${INVISIBLE_CHARACTERS}]+$`, 'g');
 const INSIDE = new RegExp(`[${INVISIBLE_CHARACTERS}]`, 'g');
 
+const ANY_INVISIBLE = new RegExp(`[${INVISIBLE_CHARACTERS}]`);
+
 /** Text without spaces and invisible characters around it (NBSP, zero-width, BOM, directional marks). */
-export const trimInvisible = (text: string): string => text.replace(SURROUNDING, '');
+export function trimInvisible(text: string): string {
+  // Every invisible character and space is past ASCII or a space: text that begins and ends in another ASCII character has none around it.
+  const first = text.charCodeAt(0);
+  const last = text.charCodeAt(text.length - 1);
+  if (first > 0x20 && first < 0x7f && last > 0x20 && last < 0x7f) return text;
+  return text.replace(SURROUNDING, '');
+}
+
+const NO_INVISIBLES: readonly string[] = [];
 
 /** The invisible characters inside `text`, named `U+200B`, in order, each once. */
-export function invisibleInside(text: string): string[] {
+export function invisibleInside(text: string): readonly string[] {
+  if (!ANY_INVISIBLE.test(text)) return NO_INVISIBLES;
   return [...new Set(text.match(INSIDE) ?? [])].map(codePointName);
 }
 

@@ -59,13 +59,21 @@ export const DIGEST_BYTES = 8;
 export function digestOf(key: string): Buffer {
   let digest = recentDigests.get(key);
   if (digest === undefined) {
-    // One-shot: no Hash object per key (half the cost, and a create asks for two or three new digests).
-    digest = hash('sha256', key, 'buffer').subarray(0, DIGEST_BYTES);
+    digest = freshDigestOf(key);
     // A create asks for its identity's digest four times (its claim, the index read, the index write, the claim's release).
     if (recentDigests.size >= RECENT_DIGESTS) recentDigests.clear();
     recentDigests.set(key, digest);
   }
   return digest;
+}
+
+/**
+ * {@link digestOf} without keeping it: for a key asked once (the producer's
+ * duplicate guard sees each row's keys once, and keeping them only churned the kept ones).
+ */
+export function freshDigestOf(key: string): Buffer {
+  // One-shot, answered as latin1 ('binary': a character a byte): a Hash object, or a Buffer answer, costs several times the hash of a short key.
+  return Buffer.from(hash('sha256', key, 'binary').slice(0, DIGEST_BYTES), 'latin1');
 }
 
 /** Digests kept for keys asked again soon (the rows running in a process at once, many times over). */

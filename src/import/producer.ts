@@ -7,14 +7,14 @@ import { ACTIVE_OFFER_STATUS } from '../api/schemas/index.js';
 import type { ExpiryFormat } from '../api/rules.js';
 import { sealSecrets, type CardKeyring } from '../cards/crypto.js';
 import { CUSTOMER_ID, detectKind, loadColumnMap, planColumns, resolvePath, type ColumnPlan } from '../csv/columns.js';
-import { digestOf, fieldKey, identityKey } from '../customers/identity.js';
+import { fieldKey, freshDigestOf, identityKey } from '../customers/identity.js';
 import type { CustomerIndex } from '../customers/customerIndex.js';
 import { createEstimator, type RequestEstimate } from '../customers/estimate.js';
 import type { RefreshDeps } from '../customers/refresh.js';
 import { FileRejectedError } from '../csv/errors.js';
-import { openCsv, readHeaders, type CsvRow, type ReadOptions } from '../csv/reader.js';
+import { openCsv, readHeaders, type ReadOptions } from '../csv/reader.js';
 import { scanCsvBytes, showsRounding } from '../csv/scan.js';
-import { PASSWORD, cellOf, maskCells, passwordColumn, sealedColumnIndexes, secretColumnIndexes, secretValues, validateRow, type RowError, type RowOptions } from '../csv/rows.js';
+import { PASSWORD, RowValues, cellOf, cellReader, maskCells, passwordColumn, sealedColumnIndexes, secretColumnIndexes, secretValues, validateRow, type RowError, type RowOptions, type RowReader } from '../csv/rows.js';
 import type { ImportKind, JobName } from '../outcomes.js';
 import { RETRY_DEFAULTS } from '../policy.js';
 import { batchOf, enqueueFinalize, type Queues, type RowBatchData } from '../queue/queues.js';
@@ -23,7 +23,7 @@ import type { RedisClient } from '../redis/redis.js';
 import type { ImportJournal } from '../store/continuity.js';
 import type { ImportStore, LedgerEntry } from '../store/importStore.js';
 import { personOf, rowKeys } from './rowKeys.js';
-import { rowTermDigests, searchableCells } from './searchTerms.js';
+import { rowTermDigests, searchableValues } from './searchTerms.js';
 import { scrubSecrets } from '../secrets.js';
 import { SeenKeys } from './seenKeys.js';
 import { concludeCanary } from './control.js';
@@ -338,47 +338,51 @@ async function enqueueRows(input: {
   let batch = emptyBatch();
   const csv = await openCsv(file, read);
   try {
-    for await (const csvRow of csv.rows) {
-      rows = csvRow.row;
-      const checked = validateRow(plan, csvRow, options);
-      // Without card or password columns there is nothing to mask or scrub, and the cells are only serialised.
-      const cells = secretColumns.length > 0 ? maskCells(plan, csvRow.cells) : csvRow.cells;
-      const rowErrors = secretColumns.length > 0 && checked.length > 0 ? withoutRowSecrets(checked, secretValues(plan, csvRow.cells)) : checked;
-      const name = rowErrors.length > 0 ? null : jobNameOf(plan, csvRow.cells, options);
-      // Every row is searchable, invalid ones too (src/import/searchTerms.ts; never a card or password column).
-      for (const digest of rowTermDigests(searchableCells(plan, cells))) {
-        const rowsOfTerm = batch.terms.get(digest);
-        if (rowsOfTerm) rowsOfTerm.push(csvRow.row);
-        else batch.terms.set(digest, [csvRow.row]);
-      }
-      const earlier = name !== null && guard ? earlierRow(guard, plan, csvRow, name, options) : undefined;
-      if (name === null) {
-        invalid++;
-        if (errors.length < MAX_REPORTED_ERRORS) errors.push(...rowErrors.slice(0, MAX_REPORTED_ERRORS - errors.length));
-        batch.settled.push({ row: csvRow.row, entry: { cells, job: null, status: 'invalid', attempts: 0, note: rowErrors.map((e) => e.message).join('; ') } });
-      } else if (earlier !== undefined) {
-        duplicates++;
-        batch.settled.push({ row: csvRow.row, entry: { cells, job: name, status: 'duplicate', attempts: 0, note: earlier } });
-      } else {
-        batch.pending.push({ row: csvRow.row, entry: { cells, job: name, status: lost ? 'sent' : 'pending', attempts: 0 } });
-        if (name === 'customer.upsert' && match !== undefined) batch.matchDigests.push(digestOf(fieldKey(match, cellOf(plan, csvRow.cells, match) ?? '')));
-        const block = batchOf(csvRow.row);
-        let job = batch.jobs.get(block);
-        if (!job) batch.jobs.set(block, (job = { importId, rows: [] }));
-        job.rows.push(csvRow.row);
-        // A customers row without a password has nothing to seal: its ledger cells are what it sends.
-        if (sealed && (plan.kind !== 'customers' || secretColumns.some((index) => (csvRow.cells[index] ?? '') !== ''))) {
-          const secrets: Record<string, string> = {};
-          for (const index of secretColumns) secrets[String(index)] = csvRow.cells[index] ?? '';
-          (job.secrets ??= {})[String(csvRow.row)] = sealSecrets(sealed, secrets);
+    for await (const parsed of csv.batches) {
+      for (const csvRow of parsed) {
+        rows = csvRow.row;
+        // Cleaned once: validation, the job's name, the search terms and the duplicate guard all read them.
+        const values = new RowValues(plan, csvRow.cells);
+        const checked = validateRow(plan, csvRow, options, values);
+        // Without card or password columns there is nothing to mask or scrub, and the cells are only serialised.
+        const cells = secretColumns.length > 0 ? maskCells(plan, csvRow.cells) : csvRow.cells;
+        const rowErrors = secretColumns.length > 0 && checked.length > 0 ? withoutRowSecrets(checked, secretValues(plan, csvRow.cells)) : checked;
+        const name = rowErrors.length > 0 ? null : jobNameFrom(plan, values, options);
+        // Every row is searchable, invalid ones too (src/import/searchTerms.ts; never a card or password column).
+        for (const digest of rowTermDigests(searchableValues(plan, searchedValues(plan, csvRow.cells, cells, values)))) {
+          const rowsOfTerm = batch.terms.get(digest);
+          if (rowsOfTerm) rowsOfTerm.push(csvRow.row);
+          else batch.terms.set(digest, [csvRow.row]);
         }
-      }
-      if (batch.pending.length + batch.settled.length >= BATCH_ROWS && batchOf(csvRow.row + 1) !== batchOf(csvRow.row)) {
-        flush(batch);
-        batch = emptyBatch();
-        // Parse on while Redis writes, but never more than the bound ahead of it.
-        while (flushes.size >= MAX_FLUSHES_IN_FLIGHT) await Promise.race(flushes);
-        if (flushError) throw flushError.error;
+        const earlier = name !== null && guard ? earlierRow(guard, plan, csvRow.row, values, name, options) : undefined;
+        if (name === null) {
+          invalid++;
+          if (errors.length < MAX_REPORTED_ERRORS) errors.push(...rowErrors.slice(0, MAX_REPORTED_ERRORS - errors.length));
+          batch.settled.push({ row: csvRow.row, entry: { cells, job: null, status: 'invalid', attempts: 0, note: rowErrors.map((e) => e.message).join('; ') } });
+        } else if (earlier !== undefined) {
+          duplicates++;
+          batch.settled.push({ row: csvRow.row, entry: { cells, job: name, status: 'duplicate', attempts: 0, note: earlier } });
+        } else {
+          batch.pending.push({ row: csvRow.row, entry: { cells, job: name, status: lost ? 'sent' : 'pending', attempts: 0 } });
+          if (name === 'customer.upsert' && match !== undefined) batch.matchDigests.push(freshDigestOf(fieldKey(match, values.get(match) ?? '')));
+          const block = batchOf(csvRow.row);
+          let job = batch.jobs.get(block);
+          if (!job) batch.jobs.set(block, (job = { importId, rows: [] }));
+          job.rows.push(csvRow.row);
+          // A customers row without a password has nothing to seal: its ledger cells are what it sends.
+          if (sealed && (plan.kind !== 'customers' || secretColumns.some((index) => (csvRow.cells[index] ?? '') !== ''))) {
+            const secrets: Record<string, string> = {};
+            for (const index of secretColumns) secrets[String(index)] = csvRow.cells[index] ?? '';
+            (job.secrets ??= {})[String(csvRow.row)] = sealSecrets(sealed, secrets);
+          }
+        }
+        if (batch.pending.length + batch.settled.length >= BATCH_ROWS && batchOf(csvRow.row + 1) !== batchOf(csvRow.row)) {
+          flush(batch);
+          batch = emptyBatch();
+          // Parse on while Redis writes, but never more than the bound ahead of it.
+          while (flushes.size >= MAX_FLUSHES_IN_FLIGHT) await Promise.race(flushes);
+          if (flushError) throw flushError.error;
+        }
       }
     }
     flush(batch);
@@ -421,10 +425,24 @@ async function refuseForceWhileUnsettled(store: ImportStore, file: string, diges
 
 /** The job a valid row runs. */
 export function jobNameOf(plan: ColumnPlan, cells: readonly string[], options: RowOptions): JobName {
+  return jobNameFrom(plan, cellReader(plan, cells), options);
+}
+
+function jobNameFrom(plan: ColumnPlan, row: RowReader, options: RowOptions): JobName {
   if (plan.kind === 'signups') return 'signup';
   if (plan.kind === 'cards') return 'paymentMethod.update';
-  if ((cellOf(plan, cells, 'CustomerID') ?? '').trim() !== '') return 'customer.update';
+  if ((row.get(CUSTOMER_ID) ?? '').trim() !== '') return 'customer.update';
   return options.match ? 'customer.upsert' : 'customer.create';
+}
+
+/**
+ * The values a row is searched by, from its masked cells (`masked`): the
+ * same as the row's own `values` when its cells line up with the header, as
+ * masking then changes only card, CVC and password columns, which are never
+ * searched; a row out of line has other cells masked too, so they are read again.
+ */
+function searchedValues(plan: ColumnPlan, raw: readonly string[], masked: readonly string[], values: RowValues): RowValues {
+  return masked === raw || raw.length === plan.headers.length ? values : new RowValues(plan, masked);
 }
 
 /** Parses the whole file without validating rows: throws CsvFormatError for a malformed one. */
@@ -482,26 +500,27 @@ async function validateAll(
   try {
     for await (const csvRow of csv.rows) {
       rows = csvRow.row;
-      const checked = validateRow(plan, csvRow, options);
+      const values = new RowValues(plan, csvRow.cells);
+      const checked = validateRow(plan, csvRow, options, values);
       const rowErrors = secrets && checked.length > 0 ? withoutRowSecrets(checked, secretValues(plan, csvRow.cells)) : checked;
       if (rowErrors.length > 0) {
         invalid++;
         if (errors.length < MAX_REPORTED_ERRORS) errors.push(...rowErrors.slice(0, MAX_REPORTED_ERRORS - errors.length));
         continue;
       }
-      const name = jobNameOf(plan, csvRow.cells, options);
-      if (guard && earlierRow(guard, plan, csvRow, name, options)) {
+      const name = jobNameFrom(plan, values, options);
+      if (guard && earlierRow(guard, plan, csvRow.row, values, name, options)) {
         duplicates++;
         continue;
       }
       if (estimator) {
         const creates = name === 'customer.create' || name === 'signup' || name === 'customer.upsert';
-        const matchKey = name === 'customer.upsert' && options.match ? fieldKey(options.match, cellOf(plan, csvRow.cells, options.match) ?? '') : undefined;
-        const person = creates ? personOf(plan, csvRow.cells) : undefined;
+        const matchKey = name === 'customer.upsert' && options.match ? fieldKey(options.match, values.get(options.match) ?? '') : undefined;
+        const person = creates ? personOf(plan, values) : undefined;
         await estimator.add(name, person ? identityKey(person) : undefined, matchKey, person);
       }
       if (collectOffers) {
-        const code = cellOf(plan, csvRow.cells, 'Subscription.OfferCode');
+        const code = values.get('Subscription.OfferCode');
         if (code) offerCodes.add(code);
       }
     }
@@ -515,9 +534,9 @@ async function validateAll(
  * The note of a row that is about the same person or record as an earlier
  * row of the file (rowKeys.ts), or undefined when it is the first.
  */
-function earlierRow(seen: SeenKeys, plan: ColumnPlan, row: CsvRow, name: JobName, options: RowOptions): string | undefined {
-  for (const { key, what } of rowKeys(plan, row.cells, name, options)) {
-    const earlier = seen.firstRow(digestOf(key), row.row);
+function earlierRow(seen: SeenKeys, plan: ColumnPlan, row: number, values: RowReader, name: JobName, options: RowOptions): string | undefined {
+  for (const { key, what } of rowKeys(plan, values, name, options)) {
+    const earlier = seen.firstRow(freshDigestOf(key), row);
     if (earlier !== 0) return `${what} as row ${earlier} of this file: not sent (--allow-duplicates sends such rows)`;
   }
   return undefined;

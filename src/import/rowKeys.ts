@@ -1,5 +1,5 @@
 import { CUSTOMER_ID, PAYMENT_METHOD_KEY, signupCustomerPath, type ColumnPlan } from '../csv/columns.js';
-import { cellOf, type RowOptions } from '../csv/rows.js';
+import type { RowOptions, RowReader } from '../csv/rows.js';
 import { fieldKey, identityKey, type Person } from '../customers/identity.js';
 import type { JobName } from '../outcomes.js';
 
@@ -12,11 +12,16 @@ export interface RowKey {
 
 const PERSON = 'the same person (first name, last name and email)';
 
-/** The person a customers or sign-ups row creates, from its own columns. */
-export function personOf(plan: ColumnPlan, cells: readonly string[]): Person {
-  const path = plan.kind === 'signups' ? signupCustomerPath : (field: string): string => field;
-  const cell = (field: string): string => cellOf(plan, cells, path(field)) ?? '';
-  return { FirstName: cell('FirstName'), LastName: cell('LastName'), EmailAddress: cell('EmailAddress') };
+/** The paths of a person's fields: a sign-up's under `Customer.`, a customers file's as they are. Built once, not per row. */
+const PERSON_PATHS = {
+  signups: { FirstName: signupCustomerPath('FirstName'), LastName: signupCustomerPath('LastName'), EmailAddress: signupCustomerPath('EmailAddress') },
+  other: { FirstName: 'FirstName', LastName: 'LastName', EmailAddress: 'EmailAddress' },
+};
+
+/** The person a customers or sign-ups row creates, from its own columns (read through `row`: src/csv/rows.ts). */
+export function personOf(plan: ColumnPlan, row: RowReader): Person {
+  const paths = plan.kind === 'signups' ? PERSON_PATHS.signups : PERSON_PATHS.other;
+  return { FirstName: row.get(paths.FirstName) ?? '', LastName: row.get(paths.LastName) ?? '', EmailAddress: row.get(paths.EmailAddress) ?? '' };
 }
 
 /**
@@ -29,19 +34,19 @@ export function personOf(plan: ColumnPlan, cells: readonly string[]): Person {
  *   side by side, so two writes to one record in one file would land in no
  *   set order.
  */
-export function rowKeys(plan: ColumnPlan, cells: readonly string[], name: JobName, options: Pick<RowOptions, 'match'>): RowKey[] {
+export function rowKeys(plan: ColumnPlan, row: RowReader, name: JobName, options: Pick<RowOptions, 'match'>): RowKey[] {
   switch (name) {
     case 'customer.create':
     case 'signup':
-      return [{ key: identityKey(personOf(plan, cells)), what: PERSON }];
+      return [{ key: identityKey(personOf(plan, row)), what: PERSON }];
     case 'customer.upsert': {
       const field = options.match ?? 'EmailAddress';
-      const keys = [{ key: fieldKey(field, cellOf(plan, cells, field) ?? ''), what: `the same ${field}` }];
-      return field === 'EmailAddress' ? keys : [...keys, { key: identityKey(personOf(plan, cells)), what: PERSON }];
+      const keys = [{ key: fieldKey(field, row.get(field) ?? ''), what: `the same ${field}` }];
+      return field === 'EmailAddress' ? keys : [...keys, { key: identityKey(personOf(plan, row)), what: PERSON }];
     }
     case 'customer.update':
-      return [{ key: fieldKey(CUSTOMER_ID, cellOf(plan, cells, CUSTOMER_ID) ?? ''), what: `the same ${CUSTOMER_ID}` }];
+      return [{ key: fieldKey(CUSTOMER_ID, row.get(CUSTOMER_ID) ?? ''), what: `the same ${CUSTOMER_ID}` }];
     case 'paymentMethod.update':
-      return [{ key: fieldKey(PAYMENT_METHOD_KEY, (cellOf(plan, cells, PAYMENT_METHOD_KEY) ?? '').replace(/^\{(.*)\}$/, '$1')), what: `the same ${PAYMENT_METHOD_KEY}` }];
+      return [{ key: fieldKey(PAYMENT_METHOD_KEY, (row.get(PAYMENT_METHOD_KEY) ?? '').replace(/^\{(.*)\}$/, '$1')), what: `the same ${PAYMENT_METHOD_KEY}` }];
   }
 }

@@ -16,7 +16,7 @@
  * email, a name or an id as written, not a part of one.
  */
 import { CUSTOMER_ID, PAYMENT_METHOD_KEY, signupCustomerPath, type ColumnPlan } from '../csv/columns.js';
-import { cellOf } from '../csv/rows.js';
+import { cellReader, type RowReader } from '../csv/rows.js';
 import { normalizeEmail, normalizeText } from '../customers/identity.js';
 import { idTerm, termDigest } from '../store/searchIndex.js';
 
@@ -31,13 +31,25 @@ export interface SearchableValues {
 
 /** The searchable cells of a row of any kind. */
 export function searchableCells(plan: ColumnPlan, cells: readonly string[]): SearchableValues {
-  const person = (field: string): string => (plan.kind === 'signups' ? cellOf(plan, cells, signupCustomerPath(field)) : plan.kind === 'customers' ? cellOf(plan, cells, field) : undefined) ?? '';
+  return searchableValues(plan, cellReader(plan, cells));
+}
+
+/** Each kind's paths of the searchable person fields (none for card files), built once rather than per row. */
+const PERSON_PATHS: Record<ColumnPlan['kind'], { email: string; firstName: string; lastName: string } | undefined> = {
+  customers: { email: 'EmailAddress', firstName: 'FirstName', lastName: 'LastName' },
+  signups: { email: signupCustomerPath('EmailAddress'), firstName: signupCustomerPath('FirstName'), lastName: signupCustomerPath('LastName') },
+  cards: undefined,
+};
+
+/** The searchable values of a row read through `row` (the producer's are cleaned once for every reader of the row). */
+export function searchableValues(plan: ColumnPlan, row: RowReader): SearchableValues {
+  const person = PERSON_PATHS[plan.kind];
   return {
-    email: person('EmailAddress'),
-    firstName: person('FirstName'),
-    lastName: person('LastName'),
-    customerId: cellOf(plan, cells, CUSTOMER_ID) ?? '',
-    paymentMethodKey: cellOf(plan, cells, PAYMENT_METHOD_KEY) ?? '',
+    email: (person && row.get(person.email)) ?? '',
+    firstName: (person && row.get(person.firstName)) ?? '',
+    lastName: (person && row.get(person.lastName)) ?? '',
+    customerId: row.get(CUSTOMER_ID) ?? '',
+    paymentMethodKey: row.get(PAYMENT_METHOD_KEY) ?? '',
   };
 }
 
@@ -47,8 +59,21 @@ export type MatchedField = 'email' | 'name' | 'customerId' | 'paymentMethodKey';
 /** The normalised terms of a row's values, each with the field it comes from; the full name is compared, not indexed. */
 export function termsOf(values: SearchableValues): Array<{ term: string; field: MatchedField; indexed: boolean }> {
   const terms: Array<{ term: string; field: MatchedField; indexed: boolean }> = [];
+  eachTerm(values, (term, field, indexed) => terms.push({ term, field, indexed }));
+  return terms;
+}
+
+/**
+ * Visits a row's distinct terms in order: the email, the first and the last
+ * name, the full name (compared, not indexed), the CustomerID, the
+ * PaymentMethodKey.
+ */
+function eachTerm(values: SearchableValues, visit: (term: string, field: MatchedField, indexed: boolean) => void): void {
+  const seen: string[] = [];
   const add = (term: string, field: MatchedField, indexed = true): void => {
-    if (term !== '' && !terms.some((t) => t.term === term)) terms.push({ term, field, indexed });
+    if (term === '' || seen.includes(term)) return;
+    seen.push(term);
+    visit(term, field, indexed);
   };
   add(normalizeEmail(values.email), 'email');
   const first = normalizeText(values.firstName);
@@ -58,11 +83,16 @@ export function termsOf(values: SearchableValues): Array<{ term: string; field: 
   if (first !== '' && last !== '') add(`${first} ${last}`, 'name', false);
   add(idTerm(values.customerId), 'customerId');
   add(idTerm(values.paymentMethodKey), 'paymentMethodKey');
-  return terms;
 }
 
 /** The digests of a row's terms (what the producer indexes). */
-export const rowTermDigests = (values: SearchableValues): string[] => termsOf(values).filter((t) => t.indexed).map(({ term }) => termDigest(term));
+export function rowTermDigests(values: SearchableValues): string[] {
+  const digests: string[] = [];
+  eachTerm(values, (term, _field, indexed) => {
+    if (indexed) digests.push(termDigest(term));
+  });
+  return digests;
+}
 
 /**
  * The terms a search text may stand for: the text as a name or id, and as an

@@ -4,7 +4,7 @@ import type { ImportStore } from '../store/importStore.js';
 import type { RedisClient } from '../redis/redis.js';
 import { importSchedule, type ImportSchedule } from '../queue/feeder.js';
 import { SubsyncError } from '../errors.js';
-import { readRunState, type RunState, type RunStatus } from './runState.js';
+import { readRunState, type RunState } from './runState.js';
 
 /** No import of this id in Redis: never created, or its record expired or was lost. */
 export class ImportNotFoundError extends SubsyncError {
@@ -78,10 +78,9 @@ export interface FeedView {
 }
 
 export async function importStatus(store: ImportStore, importId: string, now = Date.now(), feed?: FeedView): Promise<ImportStatus | undefined> {
-  const record = await store.getImport(importId);
+  // Sent together, in this order, so one round trip answers them: `import --wait` and the dashboard ask often.
+  const [record, counts, run] = await Promise.all([store.getImport(importId), store.counts(importId), readRunState(store.redis, store.keys, importId)]);
   if (!record) return undefined;
-  const counts = await store.counts(importId);
-  const run: RunStatus = await readRunState(store.redis, store.keys, importId);
   const settled = record.total !== undefined && counts.settled >= record.total;
   const succeeded = Object.entries(counts.byStatus).reduce((sum, [status, n]) => (SUCCESS_STATUSES.has(status as RowStatus) ? sum + n : sum), 0);
   const end = settled ? (record.lastSettledAt ?? now) : now;

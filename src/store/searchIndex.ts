@@ -29,7 +29,9 @@ export const TERM_DIGEST_BYTES = 8;
  * byte, so it keys a Map); {@link digestBytes} turns it into what Redis stores.
  */
 export function termDigest(normalized: string): string {
-  return hash('sha1', `find\u0000${normalized}`, 'buffer').subarray(0, TERM_DIGEST_BYTES).toString('latin1');
+  // The digest read as latin1 ('binary') is its bytes a character each: its first 8 characters are the first 8 bytes
+  // (a Buffer answer costs four times the hash of a short term).
+  return hash('sha1', `find\u0000${normalized}`, 'binary').slice(0, TERM_DIGEST_BYTES);
 }
 
 /** A digest of {@link termDigest} as the bytes Redis holds: binary fields take a fifth less memory than hex. */

@@ -49,6 +49,21 @@ describe('card secrets', () => {
     expect(a.split('.')[2]).not.toBe(b.split('.')[2]);
   });
 
+  it('never hands out an IV twice, across many tokens (IVs are cut from a pool of random bytes)', () => {
+    const ring = keyring();
+    const ivs = new Set(Array.from({ length: 3000 }, () => sealSecrets(ring, secrets).split('.')[2]));
+    expect(ivs.size).toBe(3000);
+  });
+
+  it('refuses what is not a record of strings, plain object or not', () => {
+    const ring = keyring();
+    for (const bad of [{ AccountNumber: 4111 }, [CARD], null, { toString: () => CARD, n: 1 }] as unknown as Array<Record<string, string>>) {
+      expect(cardKeyError(() => sealSecrets(ring, bad)).code).toBe('CARD_DATA_INVALID');
+    }
+    const bare = Object.assign(Object.create(null) as Record<string, string>, { CVCode: CVC });
+    expect(openSecrets(ring, sealSecrets(ring, bare))).toEqual({ CVCode: CVC });
+  });
+
   it('hides the card number, the CVC and their lengths', () => {
     const ring = keyring();
     const token = sealSecrets(ring, secrets);

@@ -139,6 +139,46 @@ describe('openCsv', () => {
     expect(err.reason).toContain('UTF-8');
   });
 
+  it('refuses text misread from Windows-1252 deep in a large file at its line, the rows before it read', async () => {
+    const lines = ['FirstName,LastName', ...Array.from({ length: 50_000 }, (_, i) => `Ana${i},"Silva\n${i}"`)];
+    lines[40_000] = 'JOS\u0252S,X';
+    const file = await temp.file('misread-deep.csv', `${lines.join('\n')}\n`);
+    const csv = await openCsv(file);
+    let last = 0;
+    const err = await formatError(
+      (async () => {
+        for await (const row of csv.rows) last = row.row;
+      })(),
+    );
+    // Each row before it takes two lines (a line break inside its quotes).
+    expect(err.line).toBe(1 + 2 * 39_999 + 1);
+    expect(err.reason).toContain('U+0252');
+    expect(last).toBeGreaterThan(30_000);
+    expect(last).toBeLessThan(40_000);
+  });
+
+  it('gives the same rows in batches, and the same failure deep in a large file', async () => {
+    const lines = ['FirstName,LastName', ...Array.from({ length: 30_000 }, (_, i) => (i % 7 === 0 ? ',' : `Ana${i},"Silva\r\n${i}"`))];
+    const file = await temp.file('batches.csv', `${lines.join('\r\n')}\r\n`);
+    const one = await collect((await openCsv(file)).rows);
+    const batches = await collect((await openCsv(file)).batches);
+    expect(batches.length).toBeGreaterThan(1);
+    expect(batches.flat()).toEqual(one);
+    lines[25_000] = 'Ana,Sil"va';
+    const bad = await temp.file('batches-bad.csv', `${lines.join('\r\n')}\r\n`);
+    const csv = await openCsv(bad);
+    let last = 0;
+    const err = await formatError(
+      (async () => {
+        for await (const batch of csv.batches) for (const row of batch) last = row.row;
+      })(),
+    );
+    // The line the replaced record starts on in the good file.
+    const replaced = one.find((row) => row.cells[0] === 'Ana24999');
+    expect(err.line).toBe(replaced?.line);
+    expect(last).toBeLessThan(replaced?.row ?? 0);
+  });
+
   it('throws CsvFormatError from a malformed header', async () => {
     await formatError(openCsv(await temp.file('bad-header.csv', '"A,B\n1,2\n')));
   });

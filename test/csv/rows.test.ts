@@ -11,6 +11,7 @@ import {
   secretValues,
   secretColumnIndexes,
   show,
+  surelyParses,
   toApiExpiry,
   validateRow,
   type RowError,
@@ -419,5 +420,43 @@ describe('masking', () => {
   it('maskCells: a misaligned card row has every card-like and CVC-like cell masked, wherever it is', () => {
     const masked = maskCells(cards.plan, [KEY, 'Ada', CARD, '0629', '737', 'GBR', 'extra']);
     expect(masked).toEqual([KEY, 'Ada', '************1111', '', '', 'GBR', 'extra']);
+  });
+});
+
+describe('the shape check without zod', () => {
+  const customers = fixture('customers', { FirstName: 'Ana', LastName: 'Silva', EmailAddress: 'ana@example.com', MobileNumber: '' });
+  const signups = fixture('signups', {
+    'Customer.FirstName': 'Ana', 'Customer.LastName': 'Silva', 'Customer.EmailAddress': 'ana@example.com', 'CreditCardInfo.AccountNumber': CARD,
+    'CreditCardInfo.CVCode': '123', 'CreditCardInfo.ExpirationDate': '1230', 'Subscription.OfferCode': 'OFF', 'Subscription.SubscriptionItems[0].ProductCode': 'P1',
+    'Subscription.SubscriptionItems[0].Fields.SEATS': '5',
+  });
+  const customer = buildCustomerInput(customers.plan, customers.cells());
+  const signup = buildSignupRequest(signups.plan, signups.cells(), OPTIONS);
+  const card = buildCardUpdate(fixture('cards', { PaymentMethodKey: KEY, AccountNumber: CARD, CVCode: '123', ExpirationDate: '1230' }).plan, [KEY, CARD, '123', '1230'], OPTIONS).body;
+
+  it('is sure of the bodies the builders make, as zod is', () => {
+    expect(CustomerInputSchema.safeParse(customer).success).toBe(true);
+    expect(surelyParses(CustomerInputSchema, customer)).toBe(true);
+    expect(signup.Subscription.SubscriptionItems).toHaveLength(1);
+    expect(surelyParses(SignupRequestSchema, signup)).toBe(true);
+    expect(surelyParses(UpdatePaymentMethodRequestSchema, card)).toBe(true);
+  });
+
+  it('is never sure of a body zod refuses, so zod words the error', () => {
+    const { Subscription } = signup;
+    const bad: Array<[typeof CustomerInputSchema | typeof SignupRequestSchema, unknown]> = [
+      [CustomerInputSchema, { ...customer, FirstName: 7 }],
+      [CustomerInputSchema, { ...customer, Unknown: 'x' }],
+      [CustomerInputSchema, { ...customer, LastName: undefined }],
+      [CustomerInputSchema, { ...customer, FirstName: null }],
+      [CustomerInputSchema, null],
+      [SignupRequestSchema, { ...signup, Subscription: { ...Subscription, SubscriptionItems: [{ ProductCode: 'P1', SubscriptionItemID: '', Fields: [], Extra: 1 }] } }],
+      [SignupRequestSchema, { ...signup, Subscription: { ...Subscription, SubscriptionItems: [{ ProductCode: 'P1', SubscriptionItemID: '', Fields: [{ ProductFieldCode: 'A', Value: 5 }] }] } }],
+      [SignupRequestSchema, { ...signup, Subscription: { ...Subscription, SubscriptionItems: 'none' } }],
+    ];
+    for (const [schema, body] of bad) {
+      expect(schema.safeParse(body).success).toBe(false);
+      expect(surelyParses(schema, body)).toBe(false);
+    }
   });
 });
