@@ -83,13 +83,13 @@ export async function runConcurrent(count: number, concurrency: number, task: (i
 }
 
 /** Polls the import until its results are written (`finished`); throws after `timeoutMs`. */
-export async function waitFinished(runtime: Runtime, importId: string, timeoutMs: number): Promise<ImportStatus> {
+export async function waitFinished(runtime: Runtime, importId: string, timeoutMs: number, pollMs = 50): Promise<ImportStatus> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const status = await importStatus(runtime.store, importId);
     if (status?.finished) return status;
     if (Date.now() > deadline) throw new Error(`import ${importId} not finished after ${timeoutMs} ms: ${JSON.stringify(status?.counts)} settled ${status?.settledRows}/${status?.total}`);
-    await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, pollMs));
   }
 }
 
