@@ -25,3 +25,22 @@ export function luaScript(lua: string): LuaScript {
     },
   };
 }
+
+/**
+ * Lua: `hmgetMany(key, fields)` and `hsetMany(key, flat)` (field, value,
+ * field, value, ...): a script's reads and writes of many fields of one hash
+ * as one command per thousand fields, not one per field. Chunked, since
+ * unpack takes a few thousand values at most.
+ */
+export const HASH_MANY_LUA = `
+local function hmgetMany(key, fields)
+  local out = {}
+  for from = 1, #fields, 1000 do
+    local got = redis.call('HMGET', key, unpack(fields, from, math.min(from + 999, #fields)))
+    for j = 1, #got do out[#out + 1] = got[j] end
+  end
+  return out
+end
+local function hsetMany(key, flat)
+  for from = 1, #flat, 1000 do redis.call('HSET', key, unpack(flat, from, math.min(from + 999, #flat))) end
+end`;

@@ -2,9 +2,9 @@ import type { RedisClient } from '../redis/redis.js';
 import { z } from 'zod';
 import { IMPORT_KINDS, ROW_STATUSES, type ImportKind, type JobName, type RowStatus } from '../outcomes.js';
 import { storeKeys } from '../redis/keys.js';
-import { luaScript } from '../redis/script.js';
-import { decodeEntry, encodeEntry, type LedgerEntry, type RowState } from './ledger.js';
-import { ADD_TERM_ROWS_LUA, digestBytes, idTerm, TERM_DIGEST_BYTES, termDigest } from './searchIndex.js';
+import { HASH_MANY_LUA, luaScript } from '../redis/script.js';
+import { decodeEntry, encodeEntry, READ_ENTRY_LUA, type LedgerEntry, type RowState } from './ledger.js';
+import { ADD_TERMS_LUA, digestBytes, idTerm, TERM_DIGEST_BYTES, termDigest } from './searchIndex.js';
 import { STAMP_SERIES_LUA } from './series.js';
 
 /**
@@ -85,15 +85,9 @@ export interface ImportCounts {
   reads: number;
 }
 
-// Lua: whether a row's ledger entry is open (none yet, pending or sent), so it may be written;
-// whether a sent row's claim is held by a live run other than `token` (its job lock still holds its token).
-const IS_OPEN_LUA = `
-local function isOpen(ledger, row)
-  local current = redis.call('HGET', ledger, row)
-  if not current then return true end
-  local s = cjson.decode(current).s
-  return s == 'pending' or s == 'sent'
-end
+// Lua: whether a sent row's claim is held by a live run other than `token` (its job lock still holds its token).
+// `entry` as readEntry (src/store/ledger.ts) reads it.
+const CLAIMED_BY_OTHER_LUA = `
 local function claimedByOther(entry, token)
   if entry.s ~= 'sent' or entry.k == nil or entry.k == token then return false end
   return entry.l ~= nil and redis.call('GET', entry.l) == entry.k
@@ -103,17 +97,43 @@ end`;
 const SEQ_LUA = `
 local function bumpSeq(key) return redis.call('INCR', key) end`;
 
+// Lua: the entries of a call's rows, read in one HMGET, and the entries the call writes, kept in the
+// script's memory and written in one HSET at its end: a row named twice in one call sees what the call
+// wrote before, as if each were written at once. `rowsOf(from, step)` reads ARGV[from], ARGV[from + step], ...
+const CALL_ROWS_LUA = `${HASH_MANY_LUA}
+local function rowsOf(from, step)
+  local rows = {}
+  for i = from, #ARGV, step do rows[#rows + 1] = ARGV[i] end
+  local stored = hmgetMany(KEYS[1], rows)
+  local written, flat = {}, {}
+  local self = {}
+  -- The row's entry as the call sees it (n: its place in the call).
+  function self.text(n, row)
+    local text = written[row]
+    if text == nil then text = stored[n] end
+    return text
+  end
+  function self.write(row, text)
+    written[row] = text
+    flat[#flat + 1] = row
+    flat[#flat + 1] = text
+  end
+  function self.flush() hsetMany(KEYS[1], flat) end
+  return self
+end`;
+
 // Settles rows once each: refuses an entry already settled, so counts move once, and an entry
 // whose sent claim another live run holds (token '' settles whatever the claim: producer, sweep, dashboard).
 // The runs' API figures are added either way (the calls were made). In the same call: the rows
 // settled and the 429s go into the import's series (src/store/series.ts), and the ids the service
-// answered into its search index (src/store/searchIndex.ts).
+// answered into its search index (src/store/searchIndex.ts). Counts move by one HINCRBY per status
+// per call, not two per row.
 // KEYS: ledger, counts, record, series, search index, seq.
 // ARGV: now, apiCalls, retries, rateLimited, searches, reads, then (row, entry JSON, status, term digests end to end, token) per row.
 // Returns {settled, total, round, seq, per row 1 (applied), 0 (settled already) or 2 (another live run's claim)}.
-const SETTLE_ROWS_SCRIPT = `${IS_OPEN_LUA}${SEQ_LUA}
+const SETTLE_ROWS_SCRIPT = `${READ_ENTRY_LUA}${CLAIMED_BY_OTHER_LUA}${SEQ_LUA}${CALL_ROWS_LUA}
 ${STAMP_SERIES_LUA}
-${ADD_TERM_ROWS_LUA}
+${ADD_TERMS_LUA}
 local function add(field, by)
   local n = tonumber(by or '0')
   if n ~= 0 then redis.call('HINCRBY', KEYS[2], field, n) end
@@ -124,70 +144,104 @@ add('rateLimited', ARGV[4])
 add('searches', ARGV[5])
 add('reads', ARGV[6])
 local reply = {0, 0, 0, bumpSeq(KEYS[6])}
-local applied = 0
+local rows = rowsOf(7, 5)
+local applied, n = 0, 0
+local statuses, byStatus = {}, {}
+local terms = {}
 for i = 7, #ARGV, 5 do
-  local current = redis.call('HGET', KEYS[1], ARGV[i])
-  local entry = current and cjson.decode(current)
+  n = n + 1
+  local entry = readEntry(rows.text(n, ARGV[i]))
   if entry and entry.s ~= 'pending' and entry.s ~= 'sent' then
     reply[#reply + 1] = 0
   elseif entry and ARGV[i + 4] ~= '' and claimedByOther(entry, ARGV[i + 4]) then
     reply[#reply + 1] = 2
   else
-    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
-    redis.call('HINCRBY', KEYS[2], ARGV[i + 2], 1)
-    redis.call('HINCRBY', KEYS[2], 'settled', 1)
+    rows.write(ARGV[i], ARGV[i + 1])
+    local status = ARGV[i + 2]
+    if byStatus[status] == nil then
+      statuses[#statuses + 1] = status
+      byStatus[status] = 0
+    end
+    byStatus[status] = byStatus[status] + 1
     if ARGV[i + 3] ~= '' then
-      for j = 1, #ARGV[i + 3], ${TERM_DIGEST_BYTES} do addRows(KEYS[5], string.sub(ARGV[i + 3], j, j + ${TERM_DIGEST_BYTES - 1}), ARGV[i]) end
+      for j = 1, #ARGV[i + 3], ${TERM_DIGEST_BYTES} do
+        terms[#terms + 1] = string.sub(ARGV[i + 3], j, j + ${TERM_DIGEST_BYTES - 1})
+        terms[#terms + 1] = ARGV[i]
+      end
     end
     applied = applied + 1
     reply[#reply + 1] = 1
   end
 end
-if applied > 0 then redis.call('HSET', KEYS[3], 'lastSettledAt', ARGV[1]) end
-stamp(KEYS[4], KEYS[3], tonumber(ARGV[1]), applied, tonumber(ARGV[4] or '0'))
-reply[1] = tonumber(redis.call('HGET', KEYS[2], 'settled') or '0')
-reply[2] = tonumber(redis.call('HGET', KEYS[3], 'total') or '-1')
-reply[3] = tonumber(redis.call('HGET', KEYS[3], 'round') or '0')
+rows.flush()
+for _, status in ipairs(statuses) do redis.call('HINCRBY', KEYS[2], status, byStatus[status]) end
+if #terms > 0 then addTerms(KEYS[5], terms) end
+local record = redis.call('HMGET', KEYS[3], 'createdAt', 'total', 'round')
+local settled
+if applied > 0 then
+  settled = redis.call('HINCRBY', KEYS[2], 'settled', applied)
+  redis.call('HSET', KEYS[3], 'lastSettledAt', ARGV[1])
+else
+  settled = tonumber(redis.call('HGET', KEYS[2], 'settled') or '0')
+end
+stamp(KEYS[4], KEYS[3], tonumber(ARGV[1]), applied, tonumber(ARGV[4] or '0'), record[1] or false)
+reply[1] = settled
+reply[2] = tonumber(record[2] or '-1')
+reply[3] = tonumber(record[3] or '0')
 return reply
 `;
 
-// Lua: whether a write takes a row that is pending and unclaimed (marks it sent, or claims it) while its
-// import is cancelling: refused, so a row is either cancelled or sent, never both (src/import/runState.ts).
+// Lua: whether a cancel refuses a write that takes a row (marks it sent, or claims it): while the import is
+// cancelling (`cancelling()`, its run state read once per call and only when a row needs it), a row that is
+// pending and unclaimed (or has no entry) is refused, so a row is either cancelled or sent, never both
+// (src/import/runState.ts). KEYS[RUN_KEY] is the run state.
 const CANCEL_REFUSES_LUA = `
-local function cancelRefuses(ledger, run, row, next)
-  local state = redis.call('HGET', run, 'state')
-  if state ~= 'cancelling' and state ~= 'cancelled' then return false end
-  local n = cjson.decode(next)
-  if n.s ~= 'sent' and n.f ~= 1 then return false end
-  local current = redis.call('HGET', ledger, row)
+local cancellingNow = nil
+local function cancelling()
+  if cancellingNow == nil then
+    local state = redis.call('HGET', KEYS[RUN_KEY], 'state')
+    cancellingNow = state == 'cancelling' or state == 'cancelled'
+  end
+  return cancellingNow
+end
+local function cancelRefuses(current)
   if not current then return true end
-  local c = cjson.decode(current)
-  return c.s == 'pending' and c.f ~= 1
+  return current.s == 'pending' and not current.f
 end`;
 
 // Writes unsettled entries, each unless its row has settled meanwhile (or a cancel refuses it), or another
 // live run holds its sent claim; with a run's token and lock (ARGV[1], ARGV[2]), none unless the run still
 // holds its lock. KEYS: ledger, run state, seq. ARGV: token or '', lock key or '', then (row, entry JSON) per row.
 // Returns {seq, per row 1 (written), 0 (settled, or refused by a cancel), 2 (another live run's claim) or 3 (the run lost its lock)}.
-const UPDATE_UNSETTLED_SCRIPT = `${IS_OPEN_LUA}${CANCEL_REFUSES_LUA}${SEQ_LUA}
+const UPDATE_UNSETTLED_SCRIPT = `local RUN_KEY = 2
+${READ_ENTRY_LUA}${CLAIMED_BY_OTHER_LUA}${CANCEL_REFUSES_LUA}${SEQ_LUA}${CALL_ROWS_LUA}
 local reply = {bumpSeq(KEYS[3])}
-local fenced = ARGV[2] ~= '' and redis.call('GET', ARGV[2]) ~= ARGV[1]
+if ARGV[2] ~= '' and redis.call('GET', ARGV[2]) ~= ARGV[1] then
+  for i = 3, #ARGV, 2 do reply[#reply + 1] = 3 end
+  return reply
+end
+-- Whether the entry written takes its row: marks it sent, or claims it.
+local function takesRow(text)
+  local next = readEntry(text)
+  return next.s == 'sent' or next.f == true
+end
+local rows = rowsOf(3, 2)
+local n = 0
 for i = 3, #ARGV, 2 do
-  local current = redis.call('HGET', KEYS[1], ARGV[i])
-  local entry = current and cjson.decode(current)
-  if fenced then
-    reply[#reply + 1] = 3
-  elseif entry and entry.s ~= 'pending' and entry.s ~= 'sent' then
+  n = n + 1
+  local entry = readEntry(rows.text(n, ARGV[i]))
+  if entry and entry.s ~= 'pending' and entry.s ~= 'sent' then
     reply[#reply + 1] = 0
   elseif entry and claimedByOther(entry, ARGV[1]) then
     reply[#reply + 1] = 2
-  elseif cancelRefuses(KEYS[1], KEYS[2], ARGV[i], ARGV[i + 1]) then
+  elseif cancelling() and takesRow(ARGV[i + 1]) and cancelRefuses(entry) then
     reply[#reply + 1] = 0
   else
-    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+    rows.write(ARGV[i], ARGV[i + 1])
     reply[#reply + 1] = 1
   end
 end
+rows.flush()
 return reply
 `;
 
@@ -198,27 +252,33 @@ return reply
 // (expect 'sent') takes over the claim of a run whose lock is gone. A cancel refuses a pending row (0).
 // KEYS: ledger, seq, hold, run state. ARGV: token, lock key, then (row, entry JSON, expect) per row.
 // Returns {seq, per row 1 (marked) or a refusal code}.
-const MARK_SENT_SCRIPT = `${IS_OPEN_LUA}${CANCEL_REFUSES_LUA}${SEQ_LUA}
+const MARK_SENT_SCRIPT = `local RUN_KEY = 4
+${READ_ENTRY_LUA}${CLAIMED_BY_OTHER_LUA}${CANCEL_REFUSES_LUA}${SEQ_LUA}${CALL_ROWS_LUA}
 local reply = {bumpSeq(KEYS[2])}
 local refuse = nil
 if redis.call('EXISTS', KEYS[3]) == 1 then refuse = 4
 elseif redis.call('GET', ARGV[2]) ~= ARGV[1] then refuse = 3 end
+if refuse then
+  for i = 3, #ARGV, 3 do reply[#reply + 1] = refuse end
+  return reply
+end
+local rows = rowsOf(3, 3)
+local n = 0
 for i = 3, #ARGV, 3 do
-  local current = redis.call('HGET', KEYS[1], ARGV[i])
-  local entry = current and cjson.decode(current)
-  if refuse then
-    reply[#reply + 1] = refuse
-  elseif entry and entry.s ~= 'pending' and entry.s ~= 'sent' then
+  n = n + 1
+  local entry = readEntry(rows.text(n, ARGV[i]))
+  if entry and entry.s ~= 'pending' and entry.s ~= 'sent' then
     reply[#reply + 1] = 0
   elseif entry and entry.s == 'sent' and entry.k ~= ARGV[1] and (ARGV[i + 2] ~= 'sent' or claimedByOther(entry, ARGV[1])) then
     reply[#reply + 1] = 2
-  elseif cancelRefuses(KEYS[1], KEYS[4], ARGV[i], ARGV[i + 1]) then
+  elseif cancelling() and cancelRefuses(entry) then
     reply[#reply + 1] = 0
   else
-    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+    rows.write(ARGV[i], ARGV[i + 1])
     reply[#reply + 1] = 1
   end
 end
+rows.flush()
 return reply
 `;
 
@@ -280,10 +340,16 @@ for i = 1, #KEYS do redis.call('EXPIRE', KEYS[i], ARGV[4]) end
 return 1
 `;
 
-// Writes the entries of rows that have none (a resumed producer keeps what is there).
-// KEYS: ledger. ARGV: row, entry JSON, row, entry JSON, ...
-const PUT_PENDING_ROWS_SCRIPT = `
-for i = 1, #ARGV, 2 do redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) end
+// Writes the entries of rows that have none (a resumed producer keeps what is there): as HSETNX each,
+// in one HMGET and one HSET. KEYS: ledger. ARGV: row, entry JSON, row, entry JSON, ...
+const PUT_PENDING_ROWS_SCRIPT = `${CALL_ROWS_LUA}
+local rows = rowsOf(1, 2)
+local n = 0
+for i = 1, #ARGV, 2 do
+  n = n + 1
+  if not rows.text(n, ARGV[i]) then rows.write(ARGV[i], ARGV[i + 1]) end
+end
+rows.flush()
 return 0
 `;
 
@@ -307,8 +373,8 @@ return 0
 `;
 
 // Adds rows to search terms (the producer's, per flush). KEYS: search index. ARGV: (term digest, rows comma-separated) pairs.
-const ADD_SEARCH_TERMS_SCRIPT = `${ADD_TERM_ROWS_LUA}
-for i = 1, #ARGV, 2 do addRows(KEYS[1], ARGV[i], ARGV[i + 1]) end
+const ADD_SEARCH_TERMS_SCRIPT = `${HASH_MANY_LUA}${ADD_TERMS_LUA}
+addTerms(KEYS[1], ARGV)
 return 0
 `;
 
@@ -321,6 +387,7 @@ const markSentScript = luaScript(MARK_SENT_SCRIPT);
 const reopenScript = luaScript(REOPEN_SCRIPT);
 const markEnqueuedScript = luaScript(MARK_ENQUEUED_SCRIPT);
 const markFinishedScript = luaScript(MARK_FINISHED_SCRIPT);
+const putPendingRowsScript = luaScript(PUT_PENDING_ROWS_SCRIPT);
 
 /** The API figures of one job run, summed into its import's counts. */
 export interface RunFigures {
@@ -461,7 +528,7 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
   async function markSent(importId: string, rows: ReadonlyArray<{ row: number; entry: LedgerEntry; expect: 'pending' | 'sent' }>, claim: RunClaim): Promise<MarkResult[]> {
     const args: string[] = [claim.token, claim.lockKey];
     // The claim lives in Redis only (k, l beside the entry's fields): entries read back leave it out.
-    for (const { row, entry, expect } of rows) args.push(String(row), JSON.stringify({ ...(JSON.parse(encodeEntry(entry)) as object), s: 'sent', k: claim.token, l: claim.lockKey }), expect);
+    for (const { row, entry, expect } of rows) args.push(String(row), encodeEntry(entry, claim), expect);
     const { values, rolledBack } = await counted(markSentScript, [keys.ledger(importId), keys.seq, keys.rollbackHold, keys.runState(importId)], args, 1 + rows.length, 0, marks);
     // Marked in a Redis that has just shown it lost writes: held like any mark while the rollback is handled.
     return values.slice(1).map((n) => (rolledBack && n === 1 ? 'held' : (MARK_CODES[n] ?? 'fenced')));
@@ -609,7 +676,7 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
       if (rows.length === 0) return;
       const args: string[] = [];
       for (const { row, entry } of rows) args.push(String(row), encodeEntry(entry));
-      await luaScript(PUT_PENDING_ROWS_SCRIPT).run(redis, [keys.ledger(importId)], args);
+      await putPendingRowsScript.run(redis, [keys.ledger(importId)], args);
     },
 
     /** Settles many rows in one script call (the producer's invalid rows). */

@@ -88,12 +88,21 @@ const StoredEntrySchema = z.object({
   f: z.literal(1).optional(),
 });
 
-/** The entry as stored: JSON of its compact form (undefined fields left out). */
-export function encodeEntry(entry: LedgerEntry): string {
+/**
+ * The entry as stored: JSON of its compact form (undefined fields left out).
+ * With a run's claim (a sent mark), the entry is `sent` and holds, in Redis
+ * only, the run's token (`k`) and its job lock's key (`l`). The fields the
+ * scripts read (state, cancel flag, claim) come first, before the cells:
+ * the scripts find them without scanning the row (READ_ENTRY_LUA).
+ */
+export function encodeEntry(entry: LedgerEntry, claim?: { token: string; lockKey: string }): string {
   return JSON.stringify({
+    s: claim ? 'sent' : entry.status,
+    f: entry.claimed ? 1 : undefined,
+    k: claim?.token,
+    l: claim?.lockKey,
     c: entry.cells,
     j: entry.job,
-    s: entry.status,
     a: entry.attempts,
     cid: entry.customerId,
     sid: entry.subscriptionId,
@@ -103,9 +112,43 @@ export function encodeEntry(entry: LedgerEntry): string {
     pre: entry.preexisting,
     cand: entry.candidates,
     h: entry.handed ? 1 : undefined,
-    f: entry.claimed ? 1 : undefined,
   });
 }
+
+/**
+ * Lua: `readEntry(text)` reads what the scripts decide from in a stored
+ * entry, its state (`s`), claim (`k`, `l`) and cancel flag (`f`), as a table
+ * {s, k, l, f (true or nil)}; nil for no entry (false, as HMGET answers it).
+ * The claim is read only from a `sent` entry (the scripts look at no other's).
+ *
+ * Read with plain string searches, not cjson nor patterns (each cost the
+ * scripts about as much as all their commands for the row). Exact in any
+ * key order: the entry is one object whose other values are strings,
+ * numbers and arrays of strings, so without a backslash in the text (no
+ * escaped quote in any string) `"s":"` can only be the key s, and so for k,
+ * l and f (whose only value is 1). A text with a backslash anywhere is
+ * decoded by cjson.
+ */
+export const READ_ENTRY_LUA = `
+local function textField(text, key)
+  local at = string.find(text, key, 1, true)
+  if not at then return nil end
+  local from = at + #key
+  return string.sub(text, from, string.find(text, '"', from, true) - 1)
+end
+local function readEntry(text)
+  if not text then return nil end
+  if string.find(text, '\\\\', 1, true) then
+    local e = cjson.decode(text)
+    return {s = e.s, k = type(e.k) == 'string' and e.k or nil, l = type(e.l) == 'string' and e.l or nil, f = e.f == 1 or nil}
+  end
+  local entry = {s = textField(text, '"s":"'), f = string.find(text, '"f":1', 1, true) ~= nil or nil}
+  if entry.s == 'sent' then
+    entry.k = textField(text, '"k":"')
+    entry.l = textField(text, '"l":"')
+  end
+  return entry
+end`;
 
 /** An entry read from Redis; throws when the text is not one. */
 export function decodeEntry(text: string): LedgerEntry {

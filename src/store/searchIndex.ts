@@ -43,20 +43,44 @@ export function idTerm(value: string): string {
 }
 
 /**
- * Lua: `addRows(index, term, rows)` appends `rows` (one or more row numbers,
- * comma-separated) to the term's list, unless it is full.
+ * Lua: `addTerms(index, adds)` appends rows to terms' lists, unless full;
+ * `adds` is a flat list (term digest, rows comma-separated, term, rows,
+ * ...), in order. One HMGET and one HSET per call (hmgetMany, hsetMany of
+ * src/redis/script.ts, defined before it), not a command or three per term:
+ * each addition is made in the script's memory, in order, as if written one
+ * by one.
  */
-export const ADD_TERM_ROWS_LUA = `
-local function addRows(index, term, rows)
-  -- A new term (most are: an email, an id) costs one command.
-  if redis.call('HSETNX', index, term, rows) == 1 then return end
-  local current = redis.call('HGET', index, term)
-  if current == rows then return end
-  if #current < ${MAX_TERM_ROWS_TEXT} then
-    redis.call('HSET', index, term, current .. ',' .. rows)
-  elseif string.sub(current, -1) ~= '+' then
-    redis.call('HSET', index, term, current .. ',+')
+export const ADD_TERMS_LUA = `
+local function addTerms(index, adds)
+  local terms = {}
+  for i = 1, #adds, 2 do terms[#terms + 1] = adds[i] end
+  local stored = hmgetMany(index, terms)
+  local now, dirty, order = {}, {}, {}
+  for i = 1, #terms do
+    local term, rows = terms[i], adds[2 * i]
+    local current = now[term]
+    if current == nil then current = stored[i] end
+    local after = nil
+    if not current then after = rows
+    elseif current == rows then after = nil
+    elseif #current < ${MAX_TERM_ROWS_TEXT} then after = current .. ',' .. rows
+    elseif string.sub(current, -1) ~= '+' then after = current .. ',+' end
+    if after then
+      now[term] = after
+      if not dirty[term] then
+        dirty[term] = true
+        order[#order + 1] = term
+      end
+    else
+      now[term] = current
+    end
   end
+  local flat = {}
+  for _, term in ipairs(order) do
+    flat[#flat + 1] = term
+    flat[#flat + 1] = now[term]
+  end
+  hsetMany(index, flat)
 end`;
 
 /** A term's stored rows: ascending, without repeats; `truncated` when rows were left out. */

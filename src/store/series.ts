@@ -5,7 +5,7 @@
  *
  * Written inside the scripts that already settle rows and add API figures
  * (src/store/importStore.ts), so it costs no round trip of its own: a couple
- * of HINCRBY per settle call, not per row.
+ * of commands per settle call, not per row.
  *
  * Bounded: a bucket is 5 s for the import's first hour, 1 min until its first
  * day is over, 1 h after, and anything later than {@link SERIES_MAX_AGE_S}
@@ -27,14 +27,17 @@ export const SERIES_TIERS: ReadonlyArray<readonly [number, number]> = [
 export const SERIES_MAX_AGE_S = 31 * 86_400;
 
 /**
- * Lua: `stamp(series, record, now, rows, limited)` adds to the bucket of now.
- * A series created after the import's keys were set to expire takes their
- * expiry, so a late figure never leaves a key behind.
+ * Lua: `stamp(series, record, now, rows, limited, createdAt)` adds to the
+ * bucket of now; `createdAt` is the record's field when the caller read it
+ * already (nil: read here). A series created after the import's keys were
+ * set to expire takes their expiry, so a late figure never leaves a key
+ * behind.
  */
 export const STAMP_SERIES_LUA = `
-local function stamp(series, record, now, rows, limited)
+local function stamp(series, record, now, rows, limited, createdAt)
   if rows == 0 and limited == 0 then return end
-  local created = tonumber(redis.call('HGET', record, 'createdAt') or now) or now
+  if createdAt == nil then createdAt = redis.call('HGET', record, 'createdAt') end
+  local created = tonumber(createdAt or now) or now
   local age = math.floor((now - created) / 1000)
   if age < 0 then age = 0 end
   if age > ${SERIES_MAX_AGE_S} then age = ${SERIES_MAX_AGE_S} end

@@ -52,7 +52,7 @@ describe('the ledger encoding', () => {
     expect(decodeEntry(encodeEntry(entry))).toEqual(entry);
     expect(Object.keys(JSON.parse(encodeEntry(entry)) as object).sort()).toEqual(['a', 'c', 'cand', 'cid', 'e', 'h', 'j', 'pmk', 'pre', 's', 'sid', 't']);
     // Fields left out stay out, in Redis and read back.
-    expect(encodeEntry(pending(1))).toBe('{"c":["First1","Ledger","l1@example.com"],"j":"customer.create","s":"pending","a":0}');
+    expect(encodeEntry(pending(1))).toBe('{"s":"pending","c":["First1","Ledger","l1@example.com"],"j":"customer.create","a":0}');
     expect(decodeEntry(encodeEntry(pending(1)))).toEqual(pending(1));
 
     const id = await newImport(1);
