@@ -163,6 +163,8 @@ async function subsyncSide(file: string, rows: number, latencyMs: number, redis:
       redis: (1000 * ((await processCpuMs(redis.pid)) - before.redis)) / rows,
     };
     const redisCalls = ((await redis.commands()) - before.calls) / rows;
+    const served = (await (await fetch(`${sandbox.url}/_sandbox/stats`)).json()) as { requests?: unknown };
+    log(`pipeline ${latencyMs} ms: the sandbox answered ${Number(served.requests) / rows} requests a row`);
     if (status.succeeded !== rows) log(`warning: ${status.succeeded} of ${rows} rows succeeded: ${JSON.stringify(status.counts)}`);
     return { rowsPerSecond: rows / seconds, cpuUs: parts.worker + parts.import + parts.redis, parts, redisCalls };
   } finally {

@@ -47,8 +47,15 @@ export const FEED_DEFAULTS = {
   lockMs: 3_000,
   /** How often each running import's rate is measured. */
   rateEveryMs: 1_000,
-  /** Without a rate to pace by, rows in flight per connected worker's slot. */
-  unpacedRowsPerSlot: 2,
+  /**
+   * Without a rate to pace by, rows in flight per connected worker's slot. A
+   * batch counts whole until its last row settles and is replaced only at the
+   * next tick, so a slot needs several rows behind it: at 2, 32 slots kept
+   * about 14 requests out (700 rows/s where the service allowed 1,500 at 20 ms);
+   * at 8 they stay busy, and a new import still waits only a fraction of a
+   * second behind what is in flight.
+   */
+  unpacedRowsPerSlot: 8,
 } as const;
 
 /** How long a released batch is remembered, so a resumed enqueue does not put it back in the backlog. */
