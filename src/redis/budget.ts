@@ -86,8 +86,11 @@ export async function budgetUse(redis: RedisClient, keys: StoreKeys): Promise<Bu
   return { import: num(0), export: num(1), importActive: active(num(2), num(4)), exportActive: active(num(3), num(5)) };
 }
 
-/** The lanes hash beside the clock: t<lane> next free slot, a<lane> last asked, n<lane> requests drawn. */
+/** The lanes hash beside the clock: t<lane> past its last slot, a<lane> last asked, n<lane> requests drawn, s the export's share, hc the imports' credit of holes. */
 export const budgetLanesKey = (keys: StoreKeys): string => `${keys.budgetTat}:lanes`;
+
+/** The holes: slots of the clock the imports skipped, kept for the export (a sorted set by time). */
+export const budgetHolesKey = (keys: StoreKeys): string => `${keys.budgetTat}:holes`;
 
 /**
  * How long an acquire that found the fleet unpaced lets this process send
@@ -102,6 +105,46 @@ export const DEFAULT_RETRY_AFTER_MS = 1_000;
 
 /** SUBSYNC_RATE is paced this much under: the jitter a request meets on its way must not put one too many in the service's window. */
 export const KNOWN_RATE_MARGIN = 0.025;
+
+/**
+ * The export's share of the pace, reserved as holes in the imports' slots:
+ * its floor (SUBSYNC_EXPORT_SHARE), or more while few imports run, the
+ * export taking a turn like one more import: half beside one import, a third
+ * beside two, the floor beside more. The feeder, which knows the imports
+ * running, writes it beside the clock ({@link setExportShare}).
+ */
+export function exportShareBeside(floor: number, importsRunning: number): number {
+  return Math.min(1, Math.max(0, floor, 1 / (Math.max(1, importsRunning) + 1)));
+}
+
+/** The feeder tells the budget the export's share now ({@link exportShareBeside}). */
+export async function setExportShare(redis: RedisClient, keys: StoreKeys, share: number): Promise<void> {
+  const key = budgetLanesKey(keys);
+  // The acquire script keeps the hash while the budget is used; written before any acquire, it expires all the same.
+  await redis.multi().hset(key, 's', share.toFixed(4)).pexpire(key, ADAPTIVE_RATE.forgetMs, 'NX').exec();
+}
+
+/**
+ * The imports leave holes in the slots they reserve only this many slots
+ * ahead of now or more; nearer, they take any hole left free, so a hole the
+ * export does not use is not lost. An export that starts finds its first hole
+ * about this far ahead, not behind everything the imports reserved.
+ */
+export const HOLE_HORIZON_SLOTS = 4;
+
+/** Holes are never more than this share of the imports' slots (a share of 1 would leave them none). */
+const MAX_HOLE_SHARE = 0.9;
+
+/**
+ * A request that wakes this long after its slot (a stalled event loop, GC, a
+ * loaded machine) does not go late: sent now, it would leave closer to the
+ * next requests than the pace allows, and the service's sliding second could
+ * see one too many. It takes a fresh slot instead (the late one stays unused).
+ */
+export const LATE_SLOT_MS = 8;
+
+/** Fresh slots a request takes, at most, after waking late; then it goes, late or not. */
+const LATE_RETRIES = 3;
 
 /** The adaptive rate's policy (AIMD), the same for every process. */
 export interface AdaptiveRatePolicy {
@@ -155,10 +198,11 @@ local function bucketsAt(st, now)
 end
 `;
 
-// KEYS: tat, blocked-until, learned rate, lanes. ARGV: known pace (req/s, 0 =
-// none), answers admitted since this process's last acquire, forget ms, requests
-// sent under a lease since then, lane ('i' imports, 'e' export, '' other), the
-// export's share, hold ms. Returns {ms to wait, slot time, paced 1/0} as strings.
+// KEYS: tat, blocked-until, learned rate, lanes, holes. ARGV: known pace (req/s,
+// 0 = none), answers admitted since this process's last acquire, forget ms,
+// requests sent under a lease since then, lane ('i' imports, 'e' export, ''
+// other), the export's share floor (used until the feeder writes the share
+// `s`). Returns {ms to wait, slot time, paced 1/0} as strings.
 const ACQUIRE_SCRIPT = `${NOW}${BUCKETS}
 local lane = ARGV[5] or ''
 if lane ~= '' then
@@ -189,28 +233,38 @@ local pace = rate
 if known > 0 and (not pace or known < pace) then pace = known end
 if not pace then return { tostring(start - now), tostring(start), '0' } end
 local slot = math.max(tat, start)
+local spacing = 1000 / pace
 if lane ~= '' then
-  local other = (lane == 'i') and 'e' or 'i'
-  local l = redis.call('HMGET', KEYS[4], 't' .. lane, 'a' .. lane, 't' .. other, 'a' .. other)
-  local mine, myAsk, theirs, theirAsk = tonumber(l[1]) or 0, tonumber(l[2]) or 0, tonumber(l[3]) or 0, tonumber(l[4]) or 0
-  local hold = tonumber(ARGV[7])
-  local share = tonumber(ARGV[6])
-  if lane == 'i' then share = 1 - share end
-  local spacing = 1000 / pace
-  -- While the other class draws too, and this one already did, its own lane at its share;
-  -- else (alone, or starting) after everything reserved, at the whole pace.
-  local theyDraw = theirs > now or now - theirAsk < hold
-  if theyDraw and (mine > now or now - myAsk < hold) and share > 0 then
-    slot = math.max(start, mine)
-    spacing = 1000 / (pace * share)
-  elseif theyDraw then
-    -- Joining: the other lane's next slot comes after this one, never on it.
-    redis.call('HSET', KEYS[4], 't' .. other, string.format('%.3f', math.max(theirs, slot + 1000 / pace)))
+  local holes = KEYS[5]
+  local l = redis.call('HMGET', KEYS[4], 's', 'hc', 't' .. lane)
+  local share = math.min(tonumber(l[1]) or tonumber(ARGV[6]), ${MAX_HOLE_SHARE})
+  local horizon = ${HOLE_HORIZON_SLOTS} * spacing
+  -- Holes that have passed, or that a block covers, are gone.
+  redis.call('ZREMRANGEBYSCORE', holes, '-inf', '(' .. string.format('%.3f', start))
+  -- A hole is taken first: the export's anywhere ahead (they are its share), the imports' only when
+  -- near (a hole the export left unused), so holes far ahead stay free for an export that starts.
+  local upTo = (lane == 'e') and '+inf' or string.format('%.3f', start + horizon)
+  local hole = redis.call('ZRANGEBYSCORE', holes, string.format('%.3f', start), upTo, 'LIMIT', 0, 1)[1]
+  if hole then
+    slot = tonumber(hole)
+    redis.call('ZREM', holes, hole)
+  elseif lane == 'i' and share > 0 and slot > start + horizon then
+    -- The imports reserve far ahead: they skip slots as holes, share / (1 - share) of one per slot taken.
+    local credit = (tonumber(l[2]) or 0) + share / (1 - share)
+    while credit >= 1 do
+      redis.call('ZADD', holes, string.format('%.3f', slot), string.format('%.3f', slot))
+      slot = slot + spacing
+      credit = credit - 1
+    end
+    redis.call('HSET', KEYS[4], 'hc', string.format('%.6f', credit))
   end
-  redis.call('HSET', KEYS[4], 't' .. lane, string.format('%.3f', slot + spacing), 'a' .. lane, string.format('%.3f', now))
-  redis.call('PEXPIRE', KEYS[4], math.max(tonumber(ARGV[3]), math.ceil(slot - now) + 60000))
+  local ttl = math.max(tonumber(ARGV[3]), math.ceil(slot - now) + 60000)
+  redis.call('PEXPIRE', holes, ttl)
+  local held = math.max(tonumber(l[3]) or 0, slot + spacing)
+  redis.call('HSET', KEYS[4], 't' .. lane, string.format('%.3f', held), 'a' .. lane, string.format('%.3f', now))
+  redis.call('PEXPIRE', KEYS[4], ttl)
 end
-local frontier = math.max(tat, slot + 1000 / pace)
+local frontier = math.max(tat, slot + spacing)
 -- Kept a minute past the last reservation (a slow rate may reserve far ahead).
 redis.call('SET', KEYS[1], string.format('%.3f', frontier), 'PX', math.ceil(frontier - now) + 60000)
 return { tostring(slot - now), string.format('%.3f', slot), '1' }
@@ -274,7 +328,7 @@ export interface BudgetOptions {
 export function createBudget(redis: RedisClient, keys: StoreKeys, options: BudgetOptions): ApiBudget {
   const known = String(options.rate === undefined ? 0 : options.rate * (1 - KNOWN_RATE_MARGIN));
   const policy = options.adaptive ?? ADAPTIVE_RATE;
-  const budgetKeys = [keys.budgetTat, keys.budgetBlockedUntil, keys.budgetRate, budgetLanesKey(keys)];
+  const budgetKeys = [keys.budgetTat, keys.budgetBlockedUntil, keys.budgetRate, budgetLanesKey(keys), budgetHolesKey(keys)];
   const lane = LANE[options.class ?? 'other'];
   const exportShare = String(Math.min(1, Math.max(0, options.exportShare ?? DEFAULT_EXPORT_SHARE)));
   // Answers admitted, and requests sent under a lease, since this process last reported: sent with its next acquire.
@@ -293,7 +347,7 @@ export function createBudget(redis: RedisClient, keys: StoreKeys, options: Budge
     const report = [String(admitted), String(leasedSent)] as const;
     admitted = 0;
     leasedSent = 0;
-    const reply = await acquireScript.run(redis, budgetKeys, [known, report[0], String(policy.forgetMs), report[1], lane, exportShare, String(CLASS_HOLD_MS)]);
+    const reply = await acquireScript.run(redis, budgetKeys, [known, report[0], String(policy.forgetMs), report[1], lane, exportShare]);
     const [wait, at, paced] = Array.isArray(reply) ? reply.map(Number) : [];
     const waitMs = Math.max(0, Math.ceil(wait ?? 0));
     unpaced = paced === 0 && waitMs === 0;
@@ -335,8 +389,13 @@ export function createBudget(redis: RedisClient, keys: StoreKeys, options: Budge
   return {
     reserve,
     async acquire() {
-      const { waitMs } = await reserve();
-      if (waitMs > 0) await sleep(waitMs);
+      for (let retry = 0; ; retry++) {
+        // Measured from before the ask: a reply that comes back late counts as lateness too.
+        const asked = Date.now();
+        const { waitMs } = await reserve();
+        if (waitMs > 0) await sleep(waitMs);
+        if (unpaced || retry >= LATE_RETRIES || Date.now() - (asked + waitMs) <= LATE_SLOT_MS) return;
+      }
     },
     observe(call) {
       if (call.status !== undefined && call.error?.code !== 'API_RATE_LIMITED') admitted++;
