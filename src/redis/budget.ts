@@ -125,12 +125,19 @@ export async function setExportShare(redis: RedisClient, keys: StoreKeys, share:
 }
 
 /**
- * The imports leave holes in the slots they reserve only this many slots
- * ahead of now or more; nearer, they take any hole left free, so a hole the
- * export does not use is not lost. An export that starts finds its first hole
- * about this far ahead, not behind everything the imports reserved.
+ * While the export draws, the imports leave holes in the slots they reserve
+ * only this many slots ahead of now or more; nearer, they take any hole left
+ * free, so a hole the export does not use is not lost.
  */
 export const HOLE_HORIZON_SLOTS = 4;
+
+/**
+ * While no export draws, holes are left only this far ahead or more (the
+ * imports fill the nearer ones, a wider window that loses none): an export
+ * that starts finds its first hole about this far ahead, not behind
+ * everything the imports reserved.
+ */
+export const IDLE_HOLE_HORIZON_MS = 250;
 
 /** Holes are never more than this share of the imports' slots (a share of 1 would leave them none). */
 const MAX_HOLE_SHARE = 0.9;
@@ -141,7 +148,7 @@ const MAX_HOLE_SHARE = 0.9;
  * next requests than the pace allows, and the service's sliding second could
  * see one too many. It takes a fresh slot instead (the late one stays unused).
  */
-export const LATE_SLOT_MS = 8;
+export const LATE_SLOT_MS = 15;
 
 /** Fresh slots a request takes, at most, after waking late; then it goes, late or not. */
 const LATE_RETRIES = 3;
@@ -236,9 +243,13 @@ local slot = math.max(tat, start)
 local spacing = 1000 / pace
 if lane ~= '' then
   local holes = KEYS[5]
-  local l = redis.call('HMGET', KEYS[4], 's', 'hc', 't' .. lane)
+  local l = redis.call('HMGET', KEYS[4], 's', 'hc', 't' .. lane, 'te', 'ae')
   local share = math.min(tonumber(l[1]) or tonumber(ARGV[6]), ${MAX_HOLE_SHARE})
+  -- While the export draws, its holes start a few slots ahead; while it does not, further, and
+  -- the imports fill the nearer ones: an export that starts has holes from there on.
+  local exporting = (tonumber(l[4]) or 0) > now or now - (tonumber(l[5]) or 0) < ${CLASS_HOLD_MS}
   local horizon = ${HOLE_HORIZON_SLOTS} * spacing
+  if not exporting then horizon = math.max(horizon, ${IDLE_HOLE_HORIZON_MS}) end
   -- Holes that have passed, or that a block covers, are gone.
   redis.call('ZREMRANGEBYSCORE', holes, '-inf', '(' .. string.format('%.3f', start))
   -- A hole is taken first: the export's anywhere ahead (they are its share), the imports' only when
