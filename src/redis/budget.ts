@@ -148,7 +148,7 @@ const MAX_HOLE_SHARE = 0.9;
  * next requests than the pace allows, and the service's sliding second could
  * see one too many. It takes a fresh slot instead (the late one stays unused).
  */
-export const LATE_SLOT_MS = 15;
+export const LATE_SLOT_MS = 10;
 
 /** Fresh slots a request takes, at most, after waking late; then it goes, late or not. */
 const LATE_RETRIES = 3;
