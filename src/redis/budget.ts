@@ -23,6 +23,12 @@ import { luaScript } from './script.js';
  *   ({@link ADAPTIVE_RATE}). It is forgotten when no 429 came for
  *   `forgetMs`, so a lifted limit is found again.
  *
+ * Imports and the export share the one clock: imports reserving far ahead
+ * skip some slots as holes, which the export takes (its share, see
+ * {@link exportShareBeside}), or the imports themselves when near and left
+ * free. A request that wakes more than {@link LATE_SLOT_MS} after its slot
+ * takes a fresh one rather than go late.
+ *
  * Each paced request costs one Redis round trip (the acquire script): the
  * learned rate grows there, and the answers this process saw since its last
  * request are reported there, batched. A 429 costs one more (the cut). While
@@ -57,13 +63,13 @@ export interface ApiBudget {
  */
 export type BudgetClass = 'import' | 'export' | 'other';
 
-/** The export's share of the pace while imports draw too (SUBSYNC_EXPORT_SHARE). */
+/** The export's least share of the pace while imports draw too (SUBSYNC_EXPORT_SHARE; see {@link exportShareBeside}). */
 export const DEFAULT_EXPORT_SHARE = 0.4;
 
 /**
- * A class that asked this recently (or holds a slot still ahead) keeps its
- * lane: an export that pauses between pages to write them does not give up its
- * share, and start again behind the imports' reservations, each time.
+ * A class that asked this recently (or holds a slot still ahead) draws: an
+ * export that pauses between pages to write them keeps its holes near, and the
+ * feeder keeps the imports' rows in flight at their part of the pace.
  */
 export const CLASS_HOLD_MS = 500;
 
@@ -332,7 +338,7 @@ export interface BudgetOptions {
   adaptive?: AdaptiveRatePolicy;
   /** Who draws through this budget; default `other`. */
   class?: BudgetClass;
-  /** SUBSYNC_EXPORT_SHARE: the export's share of the pace while imports draw too (0 to 1); default {@link DEFAULT_EXPORT_SHARE}. Every process of a fleet must use the same. */
+  /** SUBSYNC_EXPORT_SHARE: the export's least share of the pace while imports draw too (0 to 1), until the feeder tells the budget the share now; default {@link DEFAULT_EXPORT_SHARE}. Every process of a fleet must use the same. */
   exportShare?: number;
 }
 
