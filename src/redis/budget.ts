@@ -150,11 +150,21 @@ const MAX_HOLE_SHARE = 0.9;
 
 /**
  * A request that wakes this long after its slot (a stalled event loop, GC, a
- * loaded machine) does not go late: sent now, it would leave closer to the
- * next requests than the pace allows, and the service's sliding second could
- * see one too many. It takes a fresh slot instead (the late one stays unused).
+ * loaded machine) may not go late as it is: sent now, it leaves closer to the
+ * next requests than the pace allows. The margin under SUBSYNC_RATE leaves
+ * room for one such request in a second (about 25 ms of lateness), not for
+ * the burst a stall releases: so a request later than this goes only when no
+ * other late one of this process went in the last {@link LATE_SPACING_MS}
+ * and it is under {@link LATE_MAX_MS} late; else it takes a fresh slot (the
+ * late one stays unused).
  */
 export const LATE_SLOT_MS = 10;
+
+/** Later than this, a request always takes a fresh slot: alone it could already put one too many in a second. */
+export const LATE_MAX_MS = 15;
+
+/** Late requests of one process go at least this far apart (the rest of a stall's burst take fresh slots). */
+export const LATE_SPACING_MS = 100;
 
 /** Fresh slots a request takes, at most, after waking late; then it goes, late or not. */
 const LATE_RETRIES = 3;
@@ -358,6 +368,8 @@ export function createBudget(redis: RedisClient, keys: StoreKeys, options: Budge
   let renewing: Promise<{ waitMs: number; at: number }> | undefined;
   // What the last acquire found: paced, every request reserves its own slot.
   let unpaced = false;
+  // When this process last let a late request go (Date.now()).
+  let lastLateSend = -Infinity;
 
   /** One acquire script call, counting this request; an unpaced answer renews the lease. */
   async function acquireOnce(): Promise<{ waitMs: number; at: number }> {
@@ -411,7 +423,13 @@ export function createBudget(redis: RedisClient, keys: StoreKeys, options: Budge
         const asked = Date.now();
         const { waitMs } = await reserve();
         if (waitMs > 0) await sleep(waitMs);
-        if (unpaced || retry >= LATE_RETRIES || Date.now() - (asked + waitMs) <= LATE_SLOT_MS) return;
+        const now = Date.now();
+        const late = now - (asked + waitMs);
+        if (unpaced || retry >= LATE_RETRIES || late <= LATE_SLOT_MS) return;
+        if (late <= LATE_MAX_MS && now - lastLateSend >= LATE_SPACING_MS) {
+          lastLateSend = now;
+          return;
+        }
       }
     },
     observe(call) {
