@@ -95,6 +95,9 @@ export async function budgetUse(redis: RedisClient, keys: StoreKeys): Promise<Bu
 /** The lanes hash beside the clock: t<lane> past its last slot, a<lane> last asked, n<lane> requests drawn, s the export's share, hc the imports' credit of holes. */
 export const budgetLanesKey = (keys: StoreKeys): string => `${keys.budgetTat}:lanes`;
 
+/** Late requests the budget let go, by when they went (the last two seconds). */
+export const budgetLateKey = (keys: StoreKeys): string => `${keys.budgetTat}:late`;
+
 /** The holes: slots of the clock the imports skipped, kept for the export (a sorted set by time). */
 export const budgetHolesKey = (keys: StoreKeys): string => `${keys.budgetTat}:holes`;
 
@@ -150,21 +153,28 @@ const MAX_HOLE_SHARE = 0.9;
 
 /**
  * A request that wakes this long after its slot (a stalled event loop, GC, a
- * loaded machine) may not go late as it is: sent now, it leaves closer to the
- * next requests than the pace allows. The margin under SUBSYNC_RATE leaves
- * room for one such request in a second (about 25 ms of lateness), not for
- * the burst a stall releases: so a request later than this goes only when no
- * other late one of this process went in the last {@link LATE_SPACING_MS}
- * and it is under {@link LATE_MAX_MS} late; else it takes a fresh slot (the
- * late one stays unused).
+ * loaded machine) may not simply go: sent now, it leaves closer to the next
+ * requests than the pace allows. The margin under SUBSYNC_RATE leaves room
+ * for a few such requests at a time (five at 200/s), not for the burst a
+ * stall releases. So it asks the budget first: it goes when it is
+ * under {@link LATE_MAX_MS} late and fewer late requests of the fleet overlap
+ * its lateness than the margin allows, keeping one for the service's own
+ * jitter; else it takes a fresh slot (the late one stays unused).
  */
-export const LATE_SLOT_MS = 10;
+export const LATE_SLOT_MS = 5;
 
-/** Later than this, a request always takes a fresh slot: alone it could already put one too many in a second. */
+/** Later than this, a request always takes a fresh slot: alone it would use most of the margin. */
 export const LATE_MAX_MS = 15;
 
-/** Late requests of one process go at least this far apart (the rest of a stall's burst take fresh slots). */
-export const LATE_SPACING_MS = 100;
+/**
+ * How many late requests may overlap at a known rate: the margin's whole
+ * requests less one (the service's own jitter). At 50/s the margin is 1.25
+ * requests: none goes late. A learned rate is already under the limit (0.9 of
+ * what was admitted): one at a time.
+ */
+export function lateRoom(rate: number | undefined): number {
+  return rate === undefined ? 1 : Math.max(0, Math.floor(rate * KNOWN_RATE_MARGIN) - 1);
+}
 
 /** Fresh slots a request takes, at most, after waking late; then it goes, late or not. */
 const LATE_RETRIES = 3;
@@ -338,7 +348,22 @@ redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[7]))
 return tostring(rate)
 `;
 
+// KEYS: late requests sent (a sorted set: score when sent, member slot-sent). ARGV:
+// the late request's slot, how many may overlap, most ms late. Returns 1 when it
+// may go (counted), 0 when it takes a fresh slot. Two late requests overlap when
+// one was sent after the other's slot: a second starting between holds both.
+const LATE_SCRIPT = `${NOW}
+local slot = tonumber(ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.3f', now - 2000))
+if now - slot > tonumber(ARGV[3]) then return 0 end
+if redis.call('ZCOUNT', KEYS[1], '(' .. ARGV[1], '+inf') >= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], string.format('%.3f', now), ARGV[1] .. '>' .. string.format('%.3f', now))
+redis.call('PEXPIRE', KEYS[1], 2000)
+return 1
+`;
+
 const acquireScript = luaScript(ACQUIRE_SCRIPT);
+const lateScript = luaScript(LATE_SCRIPT);
 const cutScript = luaScript(CUT_SCRIPT);
 
 export interface BudgetOptions {
@@ -368,8 +393,13 @@ export function createBudget(redis: RedisClient, keys: StoreKeys, options: Budge
   let renewing: Promise<{ waitMs: number; at: number }> | undefined;
   // What the last acquire found: paced, every request reserves its own slot.
   let unpaced = false;
-  // When this process last let a late request go (Date.now()).
-  let lastLateSend = -Infinity;
+  const lateKeys = [budgetLateKey(keys)];
+  const lateArgs = [String(lateRoom(options.rate)), String(LATE_MAX_MS)];
+
+  /** Whether a request woken late for the slot `at` (Redis's clock) may go now (it is then counted). */
+  async function lateMayGo(at: number): Promise<boolean> {
+    return Number(await lateScript.run(redis, lateKeys, [at.toFixed(3), ...lateArgs])) === 1;
+  }
 
   /** One acquire script call, counting this request; an unpaced answer renews the lease. */
   async function acquireOnce(): Promise<{ waitMs: number; at: number }> {
@@ -421,15 +451,10 @@ export function createBudget(redis: RedisClient, keys: StoreKeys, options: Budge
       for (let retry = 0; ; retry++) {
         // Measured from before the ask: a reply that comes back late counts as lateness too.
         const asked = Date.now();
-        const { waitMs } = await reserve();
+        const { waitMs, at } = await reserve();
         if (waitMs > 0) await sleep(waitMs);
-        const now = Date.now();
-        const late = now - (asked + waitMs);
-        if (unpaced || retry >= LATE_RETRIES || late <= LATE_SLOT_MS) return;
-        if (late <= LATE_MAX_MS && now - lastLateSend >= LATE_SPACING_MS) {
-          lastLateSend = now;
-          return;
-        }
+        if (unpaced || retry >= LATE_RETRIES || Date.now() - (asked + waitMs) <= LATE_SLOT_MS) return;
+        if (await lateMayGo(at)) return;
       }
     },
     observe(call) {
