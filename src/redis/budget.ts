@@ -168,12 +168,12 @@ export const LATE_MAX_MS = 15;
 
 /**
  * How many late requests may overlap at a known rate: the margin's whole
- * requests less one (the service's own jitter). At 50/s the margin is 1.25
- * requests: none goes late. A learned rate is already under the limit (0.9 of
- * what was admitted): one at a time.
+ * requests less two, kept for the service's own jitter (at 200/s, less one
+ * still met 429s): 3 at 200/s, none at 50/s (a margin of 1.25 requests). A
+ * learned rate is already under the limit (0.9 of what was admitted): one.
  */
 export function lateRoom(rate: number | undefined): number {
-  return rate === undefined ? 1 : Math.max(0, Math.floor(rate * KNOWN_RATE_MARGIN) - 1);
+  return rate === undefined ? 1 : Math.max(0, Math.floor(rate * KNOWN_RATE_MARGIN) - 2);
 }
 
 /** Fresh slots a request takes, at most, after waking late; then it goes, late or not. */
