@@ -35,7 +35,7 @@ export interface Config {
   rate?: number;
   /** SUBSYNC_CONCURRENCY: rows at the API at once per worker process (and jobs held). Default {@link DEFAULT_CONCURRENCY}. */
   concurrency: number;
-  /** SUBSYNC_EXPORT_SHARE: the export's share of the rate while imports run too (0.05 to 0.95). Default 0.4. */
+  /** SUBSYNC_EXPORT_SHARE: the export's least share of the rate while imports run too (0.05 to 0.95; more beside fewer than three imports). Default 0.4. */
   exportShare: number;
   /** SUBSYNC_DATA_DIR as an absolute path (inbox, processing, done, failed, results, exports). Default `./var`. */
   dataDir: string;
@@ -152,7 +152,7 @@ export const CONFIG_VARIABLES: readonly ConfigVariable[] = [
   {
     name: 'SUBSYNC_EXPORT_SHARE',
     default: '0.4',
-    description: 'Share of the rate reserved for an export while imports run too (imports have the rest; either has it all alone).',
+    description: 'Least share of the rate for an export while imports run too (it takes a turn like one more import: half beside one; either has it all alone).',
     expected: 'a number from 0.05 to 0.95',
     secret: false,
   },

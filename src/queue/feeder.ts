@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { RedisClient } from '../redis/redis.js';
-import { KNOWN_RATE_MARGIN, budgetUse, type BudgetUse } from '../redis/budget.js';
+import { KNOWN_RATE_MARGIN, budgetUse, exportShareBeside, setExportShare, type BudgetUse } from '../redis/budget.js';
 import { BATCH_JOB, ROWS_PER_BATCH, RowBatchDataSchema, batchJobOptions, type Queues, type RowBatchData, type RowQueueJobName } from './queues.js';
 import { RETRY_DEFAULTS } from '../policy.js';
 import type { ImportStore } from '../store/importStore.js';
@@ -338,6 +338,8 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
   const seen = new Map<string, { settled: number; at: number; rate: number | undefined }>();
   let lastRates = 0;
   let workers = { count: 1, at: 0 };
+  // The export's share this feeder last told the budget.
+  let toldShare = { share: NaN, at: 0 };
 
   async function attemptsOf(importId: string): Promise<number> {
     let n = attempts.get(importId);
@@ -392,8 +394,8 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
     return rows;
   }
 
-  /** Rows the fleet should hold: about `aheadMs` of the imports' pace. */
-  async function rowsAhead(use: BudgetUse): Promise<number> {
+  /** Rows the fleet should hold: about `aheadMs` of the imports' pace (less the export's share while it runs). */
+  async function rowsAhead(use: BudgetUse, exportShare: number): Promise<number> {
     if (options.rowsAhead !== undefined) return options.rowsAhead;
     const learned = Number((await redis.hget(storeKeys.budgetRate, 'r')) ?? NaN);
     const known = deps.rate === undefined ? NaN : deps.rate * (1 - KNOWN_RATE_MARGIN);
@@ -402,7 +404,7 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
       if (Date.now() - workers.at > 5_000) workers = { count: Math.max(1, (await queues.rows.getWorkers()).length), at: Date.now() };
       return deps.concurrency * workers.count * FEED_DEFAULTS.unpacedRowsPerSlot;
     }
-    const pace = Math.min(...paces) * (use.exportActive ? 1 - deps.exportShare : 1);
+    const pace = Math.min(...paces) * (use.exportActive ? 1 - exportShare : 1);
     return Math.max(ROWS_PER_BATCH, Math.ceil((pace * aheadMs) / 1000));
   }
 
@@ -441,12 +443,27 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
     return undefined;
   }
 
+  /**
+   * The export's share of the budget now: it takes a turn like one more import
+   * (imports with a backlog, or whose released rows still run), never under
+   * SUBSYNC_EXPORT_SHARE. Told to the budget, which keeps it as holes in the imports' slots.
+   */
+  async function shareExport(turn: readonly string[]): Promise<number> {
+    const running = new Set([...turn, ...seen.keys()]).size;
+    const share = exportShareBeside(deps.exportShare, running);
+    // Told again now and then: the hash beside the clock expires when the budget is idle.
+    if (share !== toldShare.share || Date.now() - toldShare.at > 5_000) {
+      await setExportShare(redis, storeKeys, share);
+      toldShare = { share, at: Date.now() };
+    }
+    return share;
+  }
+
   async function release(): Promise<number> {
-    const use = await budgetUse(redis, storeKeys);
-    const ahead = await rowsAhead(use);
+    const [use, turn] = await Promise.all([budgetUse(redis, storeKeys), redis.zrange(keys.turn, 0, -1)]);
+    const ahead = await rowsAhead(use, await shareExport(turn));
     let room = ahead - (await rowsInFlight(ahead));
     if (room <= 0) return 0;
-    const turn = await redis.zrange(keys.turn, 0, -1);
     if (turn.length === 0) return 0;
     const found = await redis.hmget(keys.priorities, ...turn);
     const priorities = new Map(turn.map((id, i) => [id, ImportPrioritySchema.catch('normal').parse(found[i] ?? 'normal')]));

@@ -23,6 +23,12 @@ import { luaScript } from './script.js';
  *   ({@link ADAPTIVE_RATE}). It is forgotten when no 429 came for
  *   `forgetMs`, so a lifted limit is found again.
  *
+ * Imports and the export share the one clock: imports reserving far ahead
+ * skip some slots as holes, which the export takes (its share, see
+ * {@link exportShareBeside}), or the imports themselves when near and left
+ * free. A request that wakes more than {@link LATE_SLOT_MS} after its slot
+ * takes a fresh one rather than go late.
+ *
  * Each paced request costs one Redis round trip (the acquire script): the
  * learned rate grows there, and the answers this process saw since its last
  * request are reported there, batched. A 429 costs one more (the cut). While
@@ -57,13 +63,13 @@ export interface ApiBudget {
  */
 export type BudgetClass = 'import' | 'export' | 'other';
 
-/** The export's share of the pace while imports draw too (SUBSYNC_EXPORT_SHARE). */
+/** The export's least share of the pace while imports draw too (SUBSYNC_EXPORT_SHARE; see {@link exportShareBeside}). */
 export const DEFAULT_EXPORT_SHARE = 0.4;
 
 /**
- * A class that asked this recently (or holds a slot still ahead) keeps its
- * lane: an export that pauses between pages to write them does not give up its
- * share, and start again behind the imports' reservations, each time.
+ * A class that asked this recently (or holds a slot still ahead) draws: an
+ * export that pauses between pages to write them keeps its holes near, and the
+ * feeder keeps the imports' rows in flight at their part of the pace.
  */
 export const CLASS_HOLD_MS = 500;
 
@@ -86,8 +92,14 @@ export async function budgetUse(redis: RedisClient, keys: StoreKeys): Promise<Bu
   return { import: num(0), export: num(1), importActive: active(num(2), num(4)), exportActive: active(num(3), num(5)) };
 }
 
-/** The lanes hash beside the clock: t<lane> next free slot, a<lane> last asked, n<lane> requests drawn. */
+/** The lanes hash beside the clock: t<lane> past its last slot, a<lane> last asked, n<lane> requests drawn, s the export's share, hc the imports' credit of holes. */
 export const budgetLanesKey = (keys: StoreKeys): string => `${keys.budgetTat}:lanes`;
+
+/** Late requests the budget let go, by when they went (the last two seconds). */
+export const budgetLateKey = (keys: StoreKeys): string => `${keys.budgetTat}:late`;
+
+/** The holes: slots of the clock the imports skipped, kept for the export (a sorted set by time). */
+export const budgetHolesKey = (keys: StoreKeys): string => `${keys.budgetTat}:holes`;
 
 /**
  * How long an acquire that found the fleet unpaced lets this process send
@@ -102,6 +114,70 @@ export const DEFAULT_RETRY_AFTER_MS = 1_000;
 
 /** SUBSYNC_RATE is paced this much under: the jitter a request meets on its way must not put one too many in the service's window. */
 export const KNOWN_RATE_MARGIN = 0.025;
+
+/**
+ * The export's share of the pace, reserved as holes in the imports' slots:
+ * its floor (SUBSYNC_EXPORT_SHARE), or more while few imports run, the
+ * export taking a turn like one more import: half beside one import, a third
+ * beside two, the floor beside more. The feeder, which knows the imports
+ * running, writes it beside the clock ({@link setExportShare}).
+ */
+export function exportShareBeside(floor: number, importsRunning: number): number {
+  return Math.min(1, Math.max(0, floor, 1 / (Math.max(1, importsRunning) + 1)));
+}
+
+/** The feeder tells the budget the export's share now ({@link exportShareBeside}). */
+export async function setExportShare(redis: RedisClient, keys: StoreKeys, share: number): Promise<void> {
+  const key = budgetLanesKey(keys);
+  // The acquire script keeps the hash while the budget is used; written before any acquire, it expires all the same.
+  await redis.multi().hset(key, 's', share.toFixed(4)).pexpire(key, ADAPTIVE_RATE.forgetMs, 'NX').exec();
+}
+
+/**
+ * While the export draws, the imports leave holes in the slots they reserve
+ * only this many slots ahead of now or more; nearer, they take any hole left
+ * free, so a hole the export does not use is not lost.
+ */
+export const HOLE_HORIZON_SLOTS = 4;
+
+/**
+ * While no export draws, holes are left only this far ahead or more (the
+ * imports fill the nearer ones, a wider window that loses none): an export
+ * that starts finds its first hole about this far ahead, not behind
+ * everything the imports reserved.
+ */
+export const IDLE_HOLE_HORIZON_MS = 250;
+
+/** Holes are never more than this share of the imports' slots (a share of 1 would leave them none). */
+const MAX_HOLE_SHARE = 0.9;
+
+/**
+ * A request that wakes this long after its slot (a stalled event loop, GC, a
+ * loaded machine) may not simply go: sent now, it leaves closer to the next
+ * requests than the pace allows. The margin under SUBSYNC_RATE leaves room
+ * for a few such requests at a time (five at 200/s), not for the burst a
+ * stall releases. So it asks the budget first: it goes when it is
+ * under {@link LATE_MAX_MS} late and fewer late requests of the fleet overlap
+ * its lateness than the margin allows, keeping one for the service's own
+ * jitter; else it takes a fresh slot (the late one stays unused).
+ */
+export const LATE_SLOT_MS = 5;
+
+/** Later than this, a request always takes a fresh slot: alone it would use most of the margin. */
+export const LATE_MAX_MS = 15;
+
+/**
+ * How many late requests may overlap at a known rate: the margin's whole
+ * requests less two, kept for the service's own jitter (at 200/s, less one
+ * still met 429s): 3 at 200/s, none at 50/s (a margin of 1.25 requests). A
+ * learned rate is already under the limit (0.9 of what was admitted): one.
+ */
+export function lateRoom(rate: number | undefined): number {
+  return rate === undefined ? 1 : Math.max(0, Math.floor(rate * KNOWN_RATE_MARGIN) - 2);
+}
+
+/** Fresh slots a request takes, at most, after waking late; then it goes, late or not. */
+const LATE_RETRIES = 3;
 
 /** The adaptive rate's policy (AIMD), the same for every process. */
 export interface AdaptiveRatePolicy {
@@ -155,10 +231,11 @@ local function bucketsAt(st, now)
 end
 `;
 
-// KEYS: tat, blocked-until, learned rate, lanes. ARGV: known pace (req/s, 0 =
-// none), answers admitted since this process's last acquire, forget ms, requests
-// sent under a lease since then, lane ('i' imports, 'e' export, '' other), the
-// export's share, hold ms. Returns {ms to wait, slot time, paced 1/0} as strings.
+// KEYS: tat, blocked-until, learned rate, lanes, holes. ARGV: known pace (req/s,
+// 0 = none), answers admitted since this process's last acquire, forget ms,
+// requests sent under a lease since then, lane ('i' imports, 'e' export, ''
+// other), the export's share floor (used until the feeder writes the share
+// `s`). Returns {ms to wait, slot time, paced 1/0} as strings.
 const ACQUIRE_SCRIPT = `${NOW}${BUCKETS}
 local lane = ARGV[5] or ''
 if lane ~= '' then
@@ -189,28 +266,42 @@ local pace = rate
 if known > 0 and (not pace or known < pace) then pace = known end
 if not pace then return { tostring(start - now), tostring(start), '0' } end
 local slot = math.max(tat, start)
+local spacing = 1000 / pace
 if lane ~= '' then
-  local other = (lane == 'i') and 'e' or 'i'
-  local l = redis.call('HMGET', KEYS[4], 't' .. lane, 'a' .. lane, 't' .. other, 'a' .. other)
-  local mine, myAsk, theirs, theirAsk = tonumber(l[1]) or 0, tonumber(l[2]) or 0, tonumber(l[3]) or 0, tonumber(l[4]) or 0
-  local hold = tonumber(ARGV[7])
-  local share = tonumber(ARGV[6])
-  if lane == 'i' then share = 1 - share end
-  local spacing = 1000 / pace
-  -- While the other class draws too, and this one already did, its own lane at its share;
-  -- else (alone, or starting) after everything reserved, at the whole pace.
-  local theyDraw = theirs > now or now - theirAsk < hold
-  if theyDraw and (mine > now or now - myAsk < hold) and share > 0 then
-    slot = math.max(start, mine)
-    spacing = 1000 / (pace * share)
-  elseif theyDraw then
-    -- Joining: the other lane's next slot comes after this one, never on it.
-    redis.call('HSET', KEYS[4], 't' .. other, string.format('%.3f', math.max(theirs, slot + 1000 / pace)))
+  local holes = KEYS[5]
+  local l = redis.call('HMGET', KEYS[4], 's', 'hc', 't' .. lane, 'te', 'ae')
+  local share = math.min(tonumber(l[1]) or tonumber(ARGV[6]), ${MAX_HOLE_SHARE})
+  -- While the export draws, its holes start a few slots ahead; while it does not, further, and
+  -- the imports fill the nearer ones: an export that starts has holes from there on.
+  local exporting = (tonumber(l[4]) or 0) > now or now - (tonumber(l[5]) or 0) < ${CLASS_HOLD_MS}
+  local horizon = ${HOLE_HORIZON_SLOTS} * spacing
+  if not exporting then horizon = math.max(horizon, ${IDLE_HOLE_HORIZON_MS}) end
+  -- Holes that have passed, or that a block covers, are gone.
+  redis.call('ZREMRANGEBYSCORE', holes, '-inf', '(' .. string.format('%.3f', start))
+  -- A hole is taken first: the export's anywhere ahead (they are its share), the imports' only when
+  -- near (a hole the export left unused), so holes far ahead stay free for an export that starts.
+  local upTo = (lane == 'e') and '+inf' or string.format('%.3f', start + horizon)
+  local hole = redis.call('ZRANGEBYSCORE', holes, string.format('%.3f', start), upTo, 'LIMIT', 0, 1)[1]
+  if hole then
+    slot = tonumber(hole)
+    redis.call('ZREM', holes, hole)
+  elseif lane == 'i' and share > 0 and slot > start + horizon then
+    -- The imports reserve far ahead: they skip slots as holes, share / (1 - share) of one per slot taken.
+    local credit = (tonumber(l[2]) or 0) + share / (1 - share)
+    while credit >= 1 do
+      redis.call('ZADD', holes, string.format('%.3f', slot), string.format('%.3f', slot))
+      slot = slot + spacing
+      credit = credit - 1
+    end
+    redis.call('HSET', KEYS[4], 'hc', string.format('%.6f', credit))
   end
-  redis.call('HSET', KEYS[4], 't' .. lane, string.format('%.3f', slot + spacing), 'a' .. lane, string.format('%.3f', now))
-  redis.call('PEXPIRE', KEYS[4], math.max(tonumber(ARGV[3]), math.ceil(slot - now) + 60000))
+  local ttl = math.max(tonumber(ARGV[3]), math.ceil(slot - now) + 60000)
+  redis.call('PEXPIRE', holes, ttl)
+  local held = math.max(tonumber(l[3]) or 0, slot + spacing)
+  redis.call('HSET', KEYS[4], 't' .. lane, string.format('%.3f', held), 'a' .. lane, string.format('%.3f', now))
+  redis.call('PEXPIRE', KEYS[4], ttl)
 end
-local frontier = math.max(tat, slot + 1000 / pace)
+local frontier = math.max(tat, slot + spacing)
 -- Kept a minute past the last reservation (a slow rate may reserve far ahead).
 redis.call('SET', KEYS[1], string.format('%.3f', frontier), 'PX', math.ceil(frontier - now) + 60000)
 return { tostring(slot - now), string.format('%.3f', slot), '1' }
@@ -257,7 +348,22 @@ redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[7]))
 return tostring(rate)
 `;
 
+// KEYS: late requests sent (a sorted set: score when sent, member slot-sent). ARGV:
+// the late request's slot, how many may overlap, most ms late. Returns 1 when it
+// may go (counted), 0 when it takes a fresh slot. Two late requests overlap when
+// one was sent after the other's slot: a second starting between holds both.
+const LATE_SCRIPT = `${NOW}
+local slot = tonumber(ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.3f', now - 2000))
+if now - slot > tonumber(ARGV[3]) then return 0 end
+if redis.call('ZCOUNT', KEYS[1], '(' .. ARGV[1], '+inf') >= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], string.format('%.3f', now), ARGV[1] .. '>' .. string.format('%.3f', now))
+redis.call('PEXPIRE', KEYS[1], 2000)
+return 1
+`;
+
 const acquireScript = luaScript(ACQUIRE_SCRIPT);
+const lateScript = luaScript(LATE_SCRIPT);
 const cutScript = luaScript(CUT_SCRIPT);
 
 export interface BudgetOptions {
@@ -267,14 +373,14 @@ export interface BudgetOptions {
   adaptive?: AdaptiveRatePolicy;
   /** Who draws through this budget; default `other`. */
   class?: BudgetClass;
-  /** SUBSYNC_EXPORT_SHARE: the export's share of the pace while imports draw too (0 to 1); default {@link DEFAULT_EXPORT_SHARE}. Every process of a fleet must use the same. */
+  /** SUBSYNC_EXPORT_SHARE: the export's least share of the pace while imports draw too (0 to 1), until the feeder tells the budget the share now; default {@link DEFAULT_EXPORT_SHARE}. Every process of a fleet must use the same. */
   exportShare?: number;
 }
 
 export function createBudget(redis: RedisClient, keys: StoreKeys, options: BudgetOptions): ApiBudget {
   const known = String(options.rate === undefined ? 0 : options.rate * (1 - KNOWN_RATE_MARGIN));
   const policy = options.adaptive ?? ADAPTIVE_RATE;
-  const budgetKeys = [keys.budgetTat, keys.budgetBlockedUntil, keys.budgetRate, budgetLanesKey(keys)];
+  const budgetKeys = [keys.budgetTat, keys.budgetBlockedUntil, keys.budgetRate, budgetLanesKey(keys), budgetHolesKey(keys)];
   const lane = LANE[options.class ?? 'other'];
   const exportShare = String(Math.min(1, Math.max(0, options.exportShare ?? DEFAULT_EXPORT_SHARE)));
   // Answers admitted, and requests sent under a lease, since this process last reported: sent with its next acquire.
@@ -287,13 +393,20 @@ export function createBudget(redis: RedisClient, keys: StoreKeys, options: Budge
   let renewing: Promise<{ waitMs: number; at: number }> | undefined;
   // What the last acquire found: paced, every request reserves its own slot.
   let unpaced = false;
+  const lateKeys = [budgetLateKey(keys)];
+  const lateArgs = [String(lateRoom(options.rate)), String(LATE_MAX_MS)];
+
+  /** Whether a request woken late for the slot `at` (Redis's clock) may go now (it is then counted). */
+  async function lateMayGo(at: number): Promise<boolean> {
+    return Number(await lateScript.run(redis, lateKeys, [at.toFixed(3), ...lateArgs])) === 1;
+  }
 
   /** One acquire script call, counting this request; an unpaced answer renews the lease. */
   async function acquireOnce(): Promise<{ waitMs: number; at: number }> {
     const report = [String(admitted), String(leasedSent)] as const;
     admitted = 0;
     leasedSent = 0;
-    const reply = await acquireScript.run(redis, budgetKeys, [known, report[0], String(policy.forgetMs), report[1], lane, exportShare, String(CLASS_HOLD_MS)]);
+    const reply = await acquireScript.run(redis, budgetKeys, [known, report[0], String(policy.forgetMs), report[1], lane, exportShare]);
     const [wait, at, paced] = Array.isArray(reply) ? reply.map(Number) : [];
     const waitMs = Math.max(0, Math.ceil(wait ?? 0));
     unpaced = paced === 0 && waitMs === 0;
@@ -335,8 +448,14 @@ export function createBudget(redis: RedisClient, keys: StoreKeys, options: Budge
   return {
     reserve,
     async acquire() {
-      const { waitMs } = await reserve();
-      if (waitMs > 0) await sleep(waitMs);
+      for (let retry = 0; ; retry++) {
+        // Measured from before the ask: a reply that comes back late counts as lateness too.
+        const asked = Date.now();
+        const { waitMs, at } = await reserve();
+        if (waitMs > 0) await sleep(waitMs);
+        if (unpaced || retry >= LATE_RETRIES || Date.now() - (asked + waitMs) <= LATE_SLOT_MS) return;
+        if (await lateMayGo(at)) return;
+      }
     },
     observe(call) {
       if (call.status !== undefined && call.error?.code !== 'API_RATE_LIMITED') admitted++;

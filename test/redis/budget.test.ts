@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ADAPTIVE_RATE, KNOWN_RATE_MARGIN, UNPACED_LEASE_MS, createBudget, type AdaptiveRatePolicy, type ApiBudget } from '../../src/redis/budget.js';
+import { ADAPTIVE_RATE, KNOWN_RATE_MARGIN, LATE_SLOT_MS, UNPACED_LEASE_MS, budgetUse, createBudget, type AdaptiveRatePolicy, type ApiBudget } from '../../src/redis/budget.js';
 import { storeKeys } from '../../src/redis/keys.js';
 import { REDIS_URL, deleteKeys, until } from '../support/pipeline.js';
 
@@ -56,6 +56,24 @@ describe('the fleet-wide API budget', () => {
     const sorted = slots.sort((a, b) => a - b);
     const gaps = sorted.slice(1).map((at, i) => at - (sorted[i] ?? 0));
     expect(Math.min(...gaps)).toBeCloseTo(1000 / (rate * (1 - KNOWN_RATE_MARGIN)), 1);
+  });
+
+  it('a request that wakes well after its slot (a stalled process) takes a fresh slot instead of going late', async () => {
+    const redis = new Redis(REDIS_URL);
+    connections.push(redis);
+    const budget = createBudget(redis, storeKeys(prefix), { rate: 20, class: 'import' });
+    // Three slots taken: the next is about 150 ms ahead.
+    await sendAdmitted(budget, 3);
+    const acquiring = budget.acquire();
+    await new Promise((r) => setTimeout(r, 30));
+    // The event loop stalls past the slot: its timer fires long after it.
+    const stalled = Date.now();
+    while (Date.now() - stalled < 200 + 4 * LATE_SLOT_MS) {
+      // busy: what a long GC or a loaded machine does to this process
+    }
+    await acquiring;
+    // The late slot went unused and a fresh one was drawn: five drawn, four sent.
+    expect((await budgetUse(redis, storeKeys(prefix))).import).toBe(5);
   });
 
   it('no learned rate until a 429: requests are not paced', async () => {

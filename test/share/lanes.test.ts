@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { KNOWN_RATE_MARGIN, budgetUse, createBudget, type ApiBudget, type BudgetClass } from '../../src/redis/budget.js';
+import { IDLE_HOLE_HORIZON_MS, KNOWN_RATE_MARGIN, budgetUse, createBudget, exportShareBeside, setExportShare, type ApiBudget, type BudgetClass } from '../../src/redis/budget.js';
 import { storeKeys } from '../../src/redis/keys.js';
 import { REDIS_URL, deleteKeys } from '../support/pipeline.js';
 
@@ -81,5 +81,35 @@ describe('the budget shared by the imports and the export', () => {
     const gaps = sorted.slice(1).map((at, i) => at - (sorted[i] ?? 0));
     expect(Math.min(...gaps)).toBeCloseTo(1000 / (rate * (1 - KNOWN_RATE_MARGIN)), 1);
     expect(mostInWindow(slots, 1000)).toBeLessThanOrEqual(rate);
+  });
+
+  it('an export that starts beside imports holding slots far ahead has its first slot near, then a turn like one more import', async () => {
+    const rate = 50;
+    const spacing = 1000 / (rate * (1 - KNOWN_RATE_MARGIN));
+    const imports = budget('import', rate);
+    const exporter = budget('export', rate);
+    // The feeder's word: one import runs, so the export takes every other slot (above its floor of 0.4).
+    expect(exportShareBeside(0.4, 1)).toBe(0.5);
+    expect(exportShareBeside(0.4, 3)).toBe(0.4);
+    await setExportShare(connections[0] as Redis, storeKeys(prefix), exportShareBeside(0.4, 1));
+    // 100 takers: the imports hold about two seconds of slots ahead, as six workers' rows do.
+    const importing = reserve(imports, 100, 2);
+    await new Promise((r) => setTimeout(r, 500));
+    const first = await exporter.reserve();
+    // Not behind everything the imports reserved (about 2 s): among the holes they left.
+    expect(first.waitMs).toBeLessThan(IDLE_HOLE_HORIZON_MS + 4 * spacing);
+    await new Promise((r) => setTimeout(r, first.waitMs));
+    const exported = [first.at, ...(await reserve(exporter, 4, 12))];
+    const imported = await importing;
+    const end = Math.min(Math.max(...exported), Math.max(...imported));
+    const start = Math.max(Math.min(...exported), Math.min(...imported));
+    const inBoth = (slots: number[]): number => slots.filter((at) => at >= start && at <= end).length;
+    const share = inBoth(exported) / (inBoth(exported) + inBoth(imported));
+    expect(share).toBeGreaterThan(0.42);
+    expect(share).toBeLessThan(0.58);
+    // Still one clock: never more than the rate in a second, no two slots closer than its spacing.
+    const all = [...exported, ...imported].sort((a, b) => a - b);
+    expect(mostInWindow(all, 1000)).toBeLessThanOrEqual(rate);
+    expect(Math.min(...all.slice(1).map((at, i) => at - (all[i] ?? 0)))).toBeGreaterThan(spacing - 0.01);
   });
 });
