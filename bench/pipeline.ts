@@ -136,8 +136,7 @@ async function rawLoop(bodies: string[], latencyMs: number): Promise<Side> {
 async function subsyncSide(file: string, rows: number, latencyMs: number, redis: OwnRedis): Promise<Side> {
   const sandbox = await spawnSandbox(latencyMs > 0 ? ['--latency', String(latencyMs)] : []);
   const bench = await openBenchRuntime({ apiUrl: sandbox.url, redisUrl: redis.url });
-  // The bench's Redis persists nothing (its CPU is the figure, not its disk): the worker is told to run on it anyway.
-  const env = { ...bench.env, SUBSYNC_API_URL: sandbox.url, SUBSYNC_REDIS_ACCEPT_LOSS: 'true' };
+  const env = { ...bench.env, SUBSYNC_API_URL: sandbox.url };
   const profDir = process.env.BENCH_PIPELINE_PROF;
   const nodeArgs = profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=worker-${latencyMs}ms-${Date.now()}.cpuprofile`] : [];
   const worker = spawnCli(['worker', '--concurrency', String(CONCURRENCY)], env, { nodeArgs });

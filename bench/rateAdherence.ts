@@ -37,12 +37,10 @@ export async function rateRun(file: string, rows: number, limit: number, rate: n
   const bench = await openBenchRuntime({ apiUrl: sandbox.url, ...(redisUrl === undefined ? {} : { redisUrl }) });
   const workers: Spawned[] = [];
   try {
-    // A Redis of the caller's own (the pipeline bench's) persists nothing: its workers are told to run on it anyway.
     const env = {
       ...bench.env,
       SUBSYNC_API_URL: sandbox.url,
       ...(rate === undefined ? {} : { SUBSYNC_RATE: String(rate) }),
-      ...(redisUrl === undefined ? {} : { SUBSYNC_REDIS_ACCEPT_LOSS: 'true' }),
     };
     for (let i = 0; i < 3; i++) workers.push(spawnCli(['worker'], env));
     const result = await importFile({ file, kind: 'customers' }, { store: bench.runtime.store, queues: bench.runtime.queues, keyring: undefined, logger: bench.runtime.logger });
