@@ -21,6 +21,7 @@ import { createCustomerFinder } from './customers/finder.js';
 import { createNameSearch } from './customers/nameSearch.js';
 import { createFailureLog, type FailureLog } from './failureLog.js';
 import { startSweeper, sweepImport } from './import/sweep.js';
+import { createCardCells, type CardCells } from './import/cardCells.js';
 import { startFeeder, type Feeder } from './queue/feeder.js';
 import { createNotifier, type Notifier } from './notify/notifier.js';
 
@@ -158,7 +159,7 @@ export interface WorkerHandles {
  * Sweeps the unfinished imports a rollback put in read-back mode (src/import/sweep.ts): their rows that no job
  * will run get one, reading back first. One worker of the fleet per lock period (a lock in Redis).
  */
-async function sweepReadBackImports(runtime: Runtime): Promise<void> {
+async function sweepReadBackImports(runtime: Runtime, cards: CardCells): Promise<void> {
   const { store, queues, config, logger } = runtime;
   const ids = new Set((await recentRollbacks(store.marks, store, 5)).flatMap((r) => r.imports));
   if (ids.size === 0) return;
@@ -166,7 +167,7 @@ async function sweepReadBackImports(runtime: Runtime): Promise<void> {
   for (const id of ids) {
     const record = await store.getImport(id);
     if (!record || record.finishedAt !== undefined || record.readBack === undefined) continue;
-    const report = await sweepImport(store, queues, id);
+    const report = await sweepImport(store, queues, id, cards);
     if (report && report.requeued.length > 0) logger.warn({ importId: id, requeued: report.requeued.length }, 'read-back mode: rows without a job queued again, reading back first');
   }
 }
@@ -193,6 +194,8 @@ export function startWorkers(
   // What the worker's rows read of the service's customers (the index, its deltas and scans) draws from the same budget.
   const refresh = { api, budget, index: runtime.customers, redis: runtime.redis, prefix: runtime.config.queuePrefix };
   const names = createNameSearch(runtime.redis, runtime.config.queuePrefix);
+  // Card rows whose sealed cells Redis lost with their jobs read them again from their unchanged files.
+  const cards = createCardCells({ journal: runtime.journal, keyring: runtime.keyring, logger: runtime.logger });
   // A worker holds its own connections (BullMQ duplicates for blocking reads).
   const rows = startRowWorker({
     connection: runtime.redis,
@@ -213,14 +216,15 @@ export function startWorkers(
     markSync: options.durableMarks === false ? undefined : runtime.markSync,
     rollbackSettled: () => runtime.rollbacks.settled(),
     notifier: runtime.notifier,
+    reseal: cards.reseal,
   });
   // Rows no job will run any more (a batch that could not hand them on, jobs lost) are queued again.
-  const sweeper = startSweeper({ redis: runtime.redis, store: runtime.store, queues: runtime.queues, logger: runtime.logger, failures: runtime.failures }, options.sweep);
+  const sweeper = startSweeper({ redis: runtime.redis, store: runtime.store, queues: runtime.queues, logger: runtime.logger, failures: runtime.failures, cards }, options.sweep);
   // After a rollback, a batch that ran on may have completed without rows whose settles Redis lost. The imports
   // in read-back mode are swept every lock period (one worker of the fleet at a time), not only once quiet: any
   // worker does it, whichever one detected the rollback (it may be gone).
   const readBackSweep = setInterval(() => {
-    void sweepReadBackImports(runtime).catch((error: unknown) => runtime.failures.report('sweep', error));
+    void sweepReadBackImports(runtime, cards).catch((error: unknown) => runtime.failures.report('sweep', error));
   }, runtime.config.jobLockMs);
   readBackSweep.unref();
   const feeder = startFeeder({

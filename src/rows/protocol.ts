@@ -51,6 +51,8 @@ export interface RowProtocolOptions {
   markSync?: MarkSync;
   /** Resolves once no rollback is being handled by this process (src/store/rollback.ts): a held mark waits for it. */
   rollbackSettled?: () => Promise<void>;
+  /** A card row's sealed cells read again from its unchanged file, when Redis lost them with its job (src/import/cardCells.ts). */
+  reseal?: (record: ImportRecord, row: number) => Promise<string | undefined>;
   /** Told when a settle completed an import's round: its results are due. */
   onComplete(importId: string, round: number): Promise<void>;
   /** Paused, held (a canary) and cancelling imports; without it every import runs. */
@@ -447,12 +449,14 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     if (attempt > 1) observeRetry(record.kind);
     const figures: CallFigures = noCalls();
     const runFigures = (): RunFigures => ({ ...figures, retries: attempt > 1 ? 1 : 0 });
+    let secrets = input.secrets;
     // Settling adds the figures in its own round trip; a run that does not settle adds them at the end.
     let figuresAdded = false;
     try {
-      const cells = openCells(stored.cells, input.secrets, options.keyring);
-      // Without its card cells, only a job that can read back runs; another settles failed, saying why.
-      const readBackOnly = input.readBackOnly === true || (input.secrets === undefined && holdsCards(known));
+      secrets ??= await resealed(known, row);
+      const cells = openCells(stored.cells, secrets, options.keyring);
+      // Without its card cells (gone from its job and its file), only a job that can read back runs; another settles failed, saying why.
+      const readBackOnly = secrets === undefined && (input.readBackOnly === true || holdsCards(known));
       const result: Attempt =
         readBackOnly && !ROW_JOBS[input.name].readBack
           ? { kind: 'outcome', entry: { ...stored, status: 'failed', note: CARD_DATA_GONE }, status: 'failed' }
@@ -488,7 +492,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       const settled = await conclude(input.name, result, decision);
       // The job stays (failed, for the dashboard): its CVC goes now that the row has an outcome.
       // Before settling: the settle may complete the import, whose finaliser drops the rest.
-      await port.sealSecrets(row, keptSecrets(input.secrets, plan, options.keyring));
+      await port.sealSecrets(row, keptSecrets(secrets, plan, options.keyring));
       await settleRow(importId, { row, entry: settled, figures: runFigures(), kind: record.kind, claim: input.claim });
       figuresAdded = true;
       const outcome = outcomeOf(settled);
@@ -528,7 +532,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
   async function batchRow(input: BatchInput, port: BatchPort, known: KnownImport, row: number, stored: LedgerEntry, unsettled: RunFigures): Promise<BatchRowResult> {
     const { importId } = input;
     const { record } = known;
-    const token = input.secrets?.[String(row)];
+    let token = input.secrets?.[String(row)];
     const forget = async (): Promise<void> => (token === undefined ? undefined : port.sealSecrets(row, undefined));
     const name = stored.job;
     if (isSettled(stored.status) || name === null) {
@@ -566,9 +570,11 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       return 'settled';
     }
 
+    token ??= await resealed(known, row);
     const cells = openCells(stored.cells, token, options.keyring);
     // A card row whose sealed cells are gone from its batch (a Redis that lost writes brought the batch back
-    // without them) is never sent with the masked cells: it reads back, and settles failed when nothing is found.
+    // without them) and from its file is never sent with the masked cells: it reads back, and settles failed
+    // when nothing is found.
     const readBackOnly = token === undefined && holdsCards(known);
     let current = stored;
     let rechecks = 0;
@@ -636,6 +642,14 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
         verdict: { status: settled.status === 'needs-review' ? 'needs-review' : 'failed', note: settled.note ?? reasonOf(result.error), candidates: settled.candidates },
       });
     }
+  }
+
+  /**
+   * The sealed cells of a card row whose job has none (Redis lost them with it): read again from the
+   * import's file while it is unchanged; undefined otherwise, and the row reads back or fails, saying why.
+   */
+  async function resealed(known: KnownImport, row: number): Promise<string | undefined> {
+    return options.reseal && holdsCards(known) ? options.reseal(known.record, row) : undefined;
   }
 
   return {
