@@ -29,6 +29,7 @@ import { createApiClient } from '../../src/api/client.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { refreshFull } from '../../src/customers/refresh.js';
 import { importFile } from '../../src/import/producer.js';
+import { batchJobId, batchOf, rowJobId } from '../../src/queue/queues.js';
 import { importStatus, type ImportStatus } from '../../src/import/status.js';
 import { createLogger } from '../../src/log.js';
 import { openRuntime, type Runtime } from '../../src/runtime.js';
@@ -58,6 +59,30 @@ afterAll(async () => {
   await killAll();
   for (const cleanup of cleanups.reverse()) await cleanup();
 });
+
+/**
+ * For a run that created a row twice or missed one: each such row's ledger entry and its jobs' state, and every
+ * log line kept in a file beside (the mechanism is read from them; they hold no card data, as the test checks).
+ */
+async function tellWhatWentWrong(input: { runtime: Runtime; ids: string[]; held: Map<string, number>; tag: string; logs: string[] }): Promise<void> {
+  const { runtime, ids, held, tag } = input;
+  for (const [index, prefix, last] of [[0, 'Cu', 'Kc'], [1, 'Su', 'Ks']] as const) {
+    for (let i = 1; i <= ROWS; i++) {
+      const n = held.get(`${prefix}${i}|${last}${i}z${tag}`) ?? 0;
+      if (n === 1) continue;
+      const id = ids[index] ?? '';
+      const entry = await runtime.store.getRow(id, i);
+      const jobs = await Promise.all([batchJobId(id, batchOf(i)), rowJobId(id, i)].map(async (jobId) => {
+        const job = await runtime.queues.rows.getJob(jobId);
+        return job ? { jobId, state: await job.getState(), attemptsMade: job.attemptsMade, failedReason: job.failedReason } : { jobId, state: 'gone' };
+      }));
+      console.log(`chaos: ${prefix}${i} held ${n} times; ledger ${JSON.stringify(entry)}; jobs ${JSON.stringify(jobs)}`);
+    }
+  }
+  const file = path.join(os.tmpdir(), `subsync-chaos-${tag}.log`);
+  await writeFile(file, input.logs.join('\n'));
+  console.log(`chaos: the logs are in ${file}`);
+}
 
 /** A random American Express number (15 digits passing Luhn): its CVC has the 4 digits the scan needs to tell it from anything else. */
 function cardNumber(): string {
@@ -176,6 +201,13 @@ it('every row settles exactly once under faults and worker kills, and card data 
     if (settled >= 2 * (ROWS + INVALID)) break;
     if (REDIS_LOSS && lossMs === undefined && (settled >= 1.2 * (ROWS + INVALID) || kills >= MAX_KILLS - 2)) {
       lossMs = randomInt(100, 1000);
+      // The loss begins while marks and settles flow (the fleet may be waiting out a 429 or a kill's takeover),
+      // so its window takes some with it.
+      await until(async () => {
+        const at = Number((await runtime.redis.get(runtime.store.keys.seq)) ?? 0);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        return Number((await runtime.redis.get(runtime.store.keys.seq)) ?? 0) > at ? true : undefined;
+      }, 'marks and settles to flow', 10_000, 0).catch(() => undefined);
       await redis.beginLoss();
       const before = Number((await runtime.redis.get(runtime.store.keys.seq)) ?? 0);
       await new Promise((resolve) => setTimeout(resolve, lossMs));
@@ -242,6 +274,7 @@ it('every row settles exactly once under faults and worker kills, and card data 
     }
   }
   const invalidHeld = [...held.keys()].filter((k) => Number(/^\D+(\d+)\|/.exec(k)?.[1]) > ROWS).length;
+  if (duplicates + missing > 0) await tellWhatWentWrong({ runtime, ids, held, tag, logs: [producerLog, ...allWorkers.map((w, i) => `--- worker ${i + 1}\n${w.stderr()}${w.stdout()}`)] });
 
   const all = results.flat();
   // The valid rows that did not succeed, if any, with what their outcome says (for a failing run).
