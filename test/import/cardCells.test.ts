@@ -8,12 +8,13 @@
  */
 import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import type { Job } from 'bullmq';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openSecrets } from '../../src/cards/crypto.js';
 import { createCardCells } from '../../src/import/cardCells.js';
 import { importFile } from '../../src/import/producer.js';
 import { sweepImport } from '../../src/import/sweep.js';
-import { batchJobId } from '../../src/queue/queues.js';
+import { batchJobId, type RowBatchData } from '../../src/queue/queues.js';
 import { CARD_DATA_GONE } from '../../src/queue/requeue.js';
 import { SEED_PAYMENT_METHOD_KEYS } from '../../src/sandbox/seed.js';
 import { startWorkers } from '../../src/runtime.js';
@@ -119,8 +120,8 @@ describe('card cells read again from the import file', () => {
     const { runtime } = pipeline;
     const up = await enqueue(pipeline, 'bare-signups.csv', signups('Bare'));
     // The batch is there, but without its sealed cells (a rollback brought it back from before they were written).
-    const batch = await runtime.queues.rows.getJob(batchJobId(up.id, 0));
-    const { secrets: _gone, ...bare } = batch!.data as { importId: string; rows: number[]; secrets?: Record<string, string> };
+    const batch = (await runtime.queues.rows.getJob(batchJobId(up.id, 0))) as Job<RowBatchData> | undefined;
+    const { secrets: _gone, ...bare } = batch!.data;
     await batch!.updateData(bare);
     pipeline.workers = startWorkers(runtime, { apiUrl: pipeline.sandbox.url, concurrency: 4, backoff: { baseMs: 20, capMs: 200 } });
     expect((await waitFinished(pipeline, up.id)).counts).toMatchObject({ 'signed-up': 3 });
