@@ -200,18 +200,21 @@ it('every row settles exactly once under faults and worker kills, and card data 
     const settled = (await Promise.all(ids.map((id) => runtime.store.counts(id)))).reduce((n, c) => n + c.settled, 0);
     if (settled >= 2 * (ROWS + INVALID)) break;
     if (REDIS_LOSS && lossMs === undefined && (settled >= 1.2 * (ROWS + INVALID) || kills >= MAX_KILLS - 2)) {
-      lossMs = randomInt(100, 1000);
-      // The loss begins while marks and settles flow (the fleet may be waiting out a 429 or a kill's takeover),
-      // so its window takes some with it.
+      const seq = async (): Promise<number> => Number((await runtime.redis.get(runtime.store.keys.seq)) ?? 0);
+      // The loss begins while marks and settles flow, and lasts a random 100–1000 ms, longer when none came in it
+      // (the fleet waits out 429s and a kill's takeover in bursts): until some did, 1000 ms at most.
       await until(async () => {
-        const at = Number((await runtime.redis.get(runtime.store.keys.seq)) ?? 0);
+        const at = await seq();
         await new Promise((resolve) => setTimeout(resolve, 50));
-        return Number((await runtime.redis.get(runtime.store.keys.seq)) ?? 0) > at ? true : undefined;
+        return (await seq()) > at ? true : undefined;
       }, 'marks and settles to flow', 10_000, 0).catch(() => undefined);
       await redis.beginLoss();
-      const before = Number((await runtime.redis.get(runtime.store.keys.seq)) ?? 0);
-      await new Promise((resolve) => setTimeout(resolve, lossMs));
-      lostCounts = Number((await runtime.redis.get(runtime.store.keys.seq)) ?? 0) - before;
+      const began = Date.now();
+      const before = await seq();
+      await new Promise((resolve) => setTimeout(resolve, randomInt(100, 1000)));
+      while (Date.now() - began < 1000 && (await seq()) === before) await new Promise((resolve) => setTimeout(resolve, 20));
+      lostCounts = (await seq()) - before;
+      lossMs = Date.now() - began;
       await redis.completeLoss();
       phase(`Redis back without its last ${lossMs} ms`);
     }
@@ -315,13 +318,18 @@ it('every row settles exactly once under faults and worker kills, and card data 
   expect(hitsIn(await readFile(signupsFile, 'utf8'))).toBe(ROWS + cvcs.size);
   const cardHits = texts.reduce((sum, text) => sum + hitsIn(text), 0);
 
+  // Card rows whose sealed card data was lost with their jobs, read again from the file (src/import/cardCells.ts).
+  let cardsReread = 0;
+  for (const line of allWorkers.flatMap((w) => (w.stderr() + w.stdout()).split('\n'))) {
+    if (line.includes('read again from the file and sealed')) cardsReread += Number(/"found":(\d+)/.exec(line)?.[1] ?? 0);
+  }
   const stats = sandbox.stats();
   const identitiesTwice = sandbox.store.duplicateIdentities().length;
   // Every request the service saw during the imports (429s and faults included), per valid row.
   const perRow = stats.requests / (2 * ROWS);
   console.log(
     `chaos: base ${BASE}, rows ${all.length}, kills ${kills}, Redis loss ${lossMs ?? 'none'} ms (${lostCounts} marks and settles lost), faults 5xx-before ${stats.faults.error5xx} 5xx-after ${stats.faults.error5xxAfterApply} ` +
-      `dropped ${stats.faults.droppedAfterCommit} 429 ${stats.faults.rateLimited} card-echoing ${stats.faults.echoedCardData}, reconciled ${reconciled}, needs-review ${reviewRows.length}, ` +
+      `dropped ${stats.faults.droppedAfterCommit} 429 ${stats.faults.rateLimited} card-echoing ${stats.faults.echoedCardData}, reconciled ${reconciled}, card data read again ${cardsReread}, needs-review ${reviewRows.length}, ` +
       `duplicates ${duplicates}, identities twice ${identitiesTwice}, missing ${missing}, requests ${stats.requests} (${perRow.toFixed(3)} a row: ` +
       `${JSON.stringify(stats.byEndpoint)}), card-data hits ${cardHits}`,
   );
