@@ -202,7 +202,9 @@ type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred' | 'held';
  *   `sent` after this run read it (it reads the row again, and reads back);
  *   held while a rollback of Redis is handled (src/store/rollback.ts). The
  *   marks of a flush are made durable (WAITAOF, WAIT) before their requests
- *   leave. A card row without its sealed cells never sends: it reads back.
+ *   leave. A card row without its sealed cells reads them again from its
+ *   import's unchanged file (`reseal`); failing that, it never sends: it
+ *   reads back.
  *
  * Ledger writes of rows that finish in the same turn of the event loop go
  * to Redis in one script call (coalesce.ts). docs/row-protocol.md tells
