@@ -64,8 +64,25 @@ afterAll(async () => {
  * For a run that created a row twice or missed one: each such row's ledger entry and its jobs' state, and every
  * log line kept in a file beside (the mechanism is read from them; they hold no card data, as the test checks).
  */
-async function tellWhatWentWrong(input: { runtime: Runtime; ids: string[]; held: Map<string, number>; tag: string; logs: string[] }): Promise<void> {
-  const { runtime, ids, held, tag } = input;
+async function tellWhatWentWrong(input: {
+  runtime: Runtime;
+  sandbox: Sandbox;
+  createdAtLoss: { begin: number; end: number; back: number };
+  ids: string[];
+  held: Map<string, number>;
+  tag: string;
+  logs: string[];
+}): Promise<void> {
+  const { runtime, ids, held, tag, createdAtLoss } = input;
+  // Each copy's place in the service's creation order, against the loss: before it, in its window, while Redis was down, after.
+  const all = input.sandbox.store.customers();
+  const first = Number(all[0]?.CustomerID ?? 0);
+  const when = (customerId: string): string => {
+    const at = Number(customerId) - first;
+    return `${customerId} (${at < createdAtLoss.begin ? 'before the loss' : at < createdAtLoss.end ? 'in its window' : at < createdAtLoss.back ? 'while Redis was down' : 'after'})`;
+  };
+  const copies = new Map<string, string[]>();
+  for (const c of all) copies.set(`${c.FirstName}|${c.LastName}`, [...(copies.get(`${c.FirstName}|${c.LastName}`) ?? []), when(c.CustomerID)]);
   for (const [index, prefix, last] of [[0, 'Cu', 'Kc'], [1, 'Su', 'Ks']] as const) {
     for (let i = 1; i <= ROWS; i++) {
       const n = held.get(`${prefix}${i}|${last}${i}z${tag}`) ?? 0;
@@ -76,7 +93,7 @@ async function tellWhatWentWrong(input: { runtime: Runtime; ids: string[]; held:
         const job = await runtime.queues.rows.getJob(jobId);
         return job ? { jobId, state: await job.getState(), attemptsMade: job.attemptsMade, failedReason: job.failedReason } : { jobId, state: 'gone' };
       }));
-      console.log(`chaos: ${prefix}${i} held ${n} times; ledger ${JSON.stringify(entry)}; jobs ${JSON.stringify(jobs)}`);
+      console.log(`chaos: ${prefix}${i} held ${n} times: ${(copies.get(`${prefix}${i}|${last}${i}z${tag}`) ?? []).join(', ')}; ledger ${JSON.stringify(entry)}; jobs ${JSON.stringify(jobs)}`);
     }
   }
   const file = path.join(os.tmpdir(), `subsync-chaos-${tag}.log`);
@@ -191,6 +208,8 @@ it('every row settles exactly once under faults and worker kills, and card data 
   let lossMs: number | undefined;
   // The rollback counter when the loss began and when Redis died: marks or settles in between were lost.
   let lostCounts = 0;
+  // The customers the service held when the loss began, when Redis died, and when it was back (they are numbered in creation order).
+  const createdAtLoss = { begin: 0, end: 0, back: 0 };
   const finished = async (): Promise<ImportStatus[] | undefined> => {
     const statuses = await Promise.all(ids.map((id) => importStatus(runtime.store, id)));
     return statuses.every((s) => s?.finished) ? (statuses as ImportStatus[]) : undefined;
@@ -209,13 +228,16 @@ it('every row settles exactly once under faults and worker kills, and card data 
         return (await seq()) > at ? true : undefined;
       }, 'marks and settles to flow', 10_000, 0).catch(() => undefined);
       await redis.beginLoss();
+      createdAtLoss.begin = sandbox.store.customerCount();
       const began = Date.now();
       const before = await seq();
       await new Promise((resolve) => setTimeout(resolve, randomInt(100, 1000)));
       while (Date.now() - began < 1000 && (await seq()) === before) await new Promise((resolve) => setTimeout(resolve, 20));
       lostCounts = (await seq()) - before;
       lossMs = Date.now() - began;
+      createdAtLoss.end = sandbox.store.customerCount();
       await redis.completeLoss();
+      createdAtLoss.back = sandbox.store.customerCount();
       phase(`Redis back without its last ${lossMs} ms`);
     }
     const victim = live.splice(randomInt(live.length), 1)[0];
@@ -277,7 +299,7 @@ it('every row settles exactly once under faults and worker kills, and card data 
     }
   }
   const invalidHeld = [...held.keys()].filter((k) => Number(/^\D+(\d+)\|/.exec(k)?.[1]) > ROWS).length;
-  if (duplicates + missing > 0) await tellWhatWentWrong({ runtime, ids, held, tag, logs: [producerLog, ...allWorkers.map((w, i) => `--- worker ${i + 1}\n${w.stderr()}${w.stdout()}`)] });
+  if (duplicates + missing > 0) await tellWhatWentWrong({ runtime, sandbox, createdAtLoss, ids, held, tag, logs: [producerLog, ...allWorkers.map((w, i) => `--- worker ${i + 1}\n${w.stderr()}${w.stdout()}`)] });
 
   const all = results.flat();
   // The valid rows that did not succeed, if any, with what their outcome says (for a failing run).
