@@ -7,7 +7,7 @@ import { Cluster } from 'ioredis';
 import type { RedisClient } from '../redis/redis.js';
 import { luaScript } from '../redis/script.js';
 import { writeFileAtomic } from '../files.js';
-import type { ImportStore, SeqWatch } from './importStore.js';
+import { SERVER_RUN_LUA, type ImportStore, type SeqWatch } from './importStore.js';
 
 /**
  * Detects a Redis that came back without some of its acknowledged writes (a
@@ -37,6 +37,14 @@ import type { ImportStore, SeqWatch } from './importStore.js';
  * write: the witnesses of its last moments may have died with it, the data
  * dir's file being a few seconds behind, and a process started since would
  * see nothing wrong with the counter.
+ *
+ * Redis itself keeps the run id of the server the fleet last checked
+ * (`<prefix>:checked-run`), persisted with everything else: a server that
+ * restarted or took over holds its predecessor's, and the mark script
+ * refuses every mark (nothing is sent) until a process has handled that and
+ * written the new one. Without it, a process that had seen none of the lost
+ * writes (its counter below what Redis came back with) could send a row
+ * whose create and settle were lost, before any process noticed the restart.
  */
 
 /** A rollback as recorded in Redis and told to the operator. */
@@ -94,7 +102,13 @@ for i = 1, #ARGV, 3 do
 end
 return n
 `;
+// The run id the fleet last checked (or nil), and the server's own: read by the script, so on the very node that holds
+// the key, as the mark script reads them. KEYS: checked run.
+const RUNS_SCRIPT = `${SERVER_RUN_LUA}
+return {redis.call('GET', KEYS[1]) or '', serverRun()}
+`;
 const raiseScript = luaScript(RAISE_SCRIPT);
+const runsScript = luaScript(RUNS_SCRIPT);
 const swapScript = luaScript(SWAP_SCRIPT);
 
 export interface RollbackWatch extends SeqWatch {
@@ -193,6 +207,8 @@ export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatc
     const at = Date.now();
     const before = identity;
     const now = await redisIdentity();
+    // The server this handling makes safe: read first, so one that restarted meanwhile is found unchecked again.
+    const [, server] = await serverRuns();
     // Nothing may be sent anywhere in the fleet until the imports are in read-back mode.
     await redis.set(keys.rollbackHold, JSON.stringify({ at, by: whoAmI }), 'PX', HOLD_MS);
     try {
@@ -206,6 +222,8 @@ export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatc
       }
       const raised = Number(await raiseScript.run(redis, [keys.seq], [String(from + 1)]));
       high = Math.max(high, raised);
+      // Marks go again, fleet-wide, once this server is the one checked.
+      if (server) await redis.set(keys.checkedRun, server);
       identity = now;
       dirty = true;
       const rollback: Rollback = {
@@ -231,8 +249,15 @@ export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatc
     }
   }
 
-  function detect(from: number, to: number, how: string): Promise<Rollback | undefined> {
-    if (!handling && from <= handledFrom && Date.now() - handledAt < HOLD_MS) return Promise.resolve(undefined);
+  /** The run id the fleet last checked ('' when none), and the server's. */
+  async function serverRuns(): Promise<[checked: string, server: string]> {
+    const [checked, server] = (await runsScript.run(redis, [keys.checkedRun], [])) as [string, string];
+    return [checked, server];
+  }
+
+  /** `unchecked`: Redis says nobody handled its restart yet (no earlier handling can have covered it). */
+  function detect(from: number, to: number, how: string, unchecked = false): Promise<Rollback | undefined> {
+    if (!handling && !unchecked && from <= handledFrom && Date.now() - handledAt < HOLD_MS) return Promise.resolve(undefined);
     handling ??= handle(from, to, how)
       .then((rollback) => {
         handledFrom = Math.max(handledFrom, from);
@@ -256,6 +281,13 @@ export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatc
     const value = await redis.get(keys.seq);
     const seq = value === null ? 0 : Number(value);
     if (before > 0 && seq < before) return detect(before, seq, how);
+    // A server other than the one the fleet last checked: a restart or failover nobody has handled (marks are
+    // refused meanwhile). Handled as a rollback unless it fsyncs every write; the first check of all records it.
+    const [checked, server] = await serverRuns();
+    if (server && checked !== server) {
+      if (checked !== '' && !(await fsyncsEveryWrite(redis))) return detect(Math.max(before, seq), seq, `${how}, Redis having restarted since the fleet last checked it`, true);
+      await redis.set(keys.checkedRun, server);
+    }
     if (how !== 'periodic check') {
       const now = await redisIdentity();
       // A Redis that restarted or failed over since this process (or its data dir) last saw it may lack

@@ -67,7 +67,7 @@ afterAll(async () => {
 async function tellWhatWentWrong(input: {
   runtime: Runtime;
   sandbox: Sandbox;
-  createdAtLoss: { begin: number; end: number; back: number };
+  createdAtLoss: { begin: number; end: number; back: number; handled: number };
   ids: string[];
   held: Map<string, number>;
   tag: string;
@@ -79,7 +79,7 @@ async function tellWhatWentWrong(input: {
   const first = Number(all[0]?.CustomerID ?? 0);
   const when = (customerId: string): string => {
     const at = Number(customerId) - first;
-    return `${customerId} (${at < createdAtLoss.begin ? 'before the loss' : at < createdAtLoss.end ? 'in its window' : at < createdAtLoss.back ? 'while Redis was down' : 'after'})`;
+    return `${customerId} (${at < createdAtLoss.begin ? 'before the loss' : at < createdAtLoss.end ? 'in its window' : at < createdAtLoss.back ? 'while Redis was down' : at < createdAtLoss.handled ? 'after, before the rollback was handled' : 'after the rollback was handled'})`;
   };
   const copies = new Map<string, string[]>();
   for (const c of all) copies.set(`${c.FirstName}|${c.LastName}`, [...(copies.get(`${c.FirstName}|${c.LastName}`) ?? []), when(c.CustomerID)]);
@@ -209,7 +209,7 @@ it('every row settles exactly once under faults and worker kills, and card data 
   // The rollback counter when the loss began and when Redis died: marks or settles in between were lost.
   let lostCounts = 0;
   // The customers the service held when the loss began, when Redis died, and when it was back (they are numbered in creation order).
-  const createdAtLoss = { begin: 0, end: 0, back: 0 };
+  const createdAtLoss = { begin: 0, end: 0, back: 0, handled: 0 };
   const finished = async (): Promise<ImportStatus[] | undefined> => {
     const statuses = await Promise.all(ids.map((id) => importStatus(runtime.store, id)));
     return statuses.every((s) => s?.finished) ? (statuses as ImportStatus[]) : undefined;
@@ -238,6 +238,10 @@ it('every row settles exactly once under faults and worker kills, and card data 
       createdAtLoss.end = sandbox.store.customerCount();
       await redis.completeLoss();
       createdAtLoss.back = sandbox.store.customerCount();
+      // When the first worker has handled the rollback (its error line is written once the imports are in read-back mode).
+      void until(async () => (allWorkers.some((w) => /Redis lost acknowledged writes/.test(w.stderr() + w.stdout())) ? true : undefined), 'the rollback handled', 30_000, 20)
+        .then(() => (createdAtLoss.handled = sandbox.store.customerCount()))
+        .catch(() => undefined);
       phase(`Redis back without its last ${lossMs} ms`);
     }
     const victim = live.splice(randomInt(live.length), 1)[0];

@@ -128,4 +128,27 @@ describe('rollback detection', () => {
     expect(JSON.parse((await redis.hget(store.keys.ledger(id), '1')) ?? '{}')).toMatchObject({ s: 'sent', k: 't2' });
     await watch.close();
   });
+
+  it('a Redis server other than the one the fleet checked refuses every mark until a process has put the imports in read-back mode', async () => {
+    const { watch } = await openRollbackWatch({ redis, store, prefix, dataDir, logger, timers: false });
+    store.watchSeq(watch);
+    const id = await newImport(2);
+    const owner = { token: 't3', lockKey: `${prefix}:subsync-rows:b3:lock` };
+    await redis.set(owner.lockKey, owner.token);
+    // The start check wrote the server it checked: marks go.
+    const server = await redis.get(store.keys.checkedRun);
+    expect(server).toMatch(/^\w{40}$/);
+    expect(await store.markSent(id, [{ row: 1, entry: pending, expect: 'pending' }], owner)).toEqual(['marked']);
+    // Redis came back from persistence written by another server (a restart, a failover): the key names that one.
+    // Row 2's create went out and its mark was lost; this process's counter saw nothing wrong.
+    await redis.set(store.keys.checkedRun, 'e'.repeat(40));
+    expect(await store.markSent(id, [{ row: 2, entry: pending, expect: 'pending' }], owner)).toEqual(['held']);
+    expect((await store.getRow(id, 2))?.status).toBe('pending');
+    // The next check (this Redis does not fsync every write) handles it as a rollback, and marks go again.
+    expect(await watch.check('periodic check')).toMatchObject({ how: 'periodic check, Redis having restarted since the fleet last checked it', imports: expect.arrayContaining([id]) });
+    expect(await redis.get(store.keys.checkedRun)).toBe(server);
+    expect((await store.getRow(id, 2))?.status).toBe('sent');
+    expect(await store.markSent(id, [{ row: 2, entry: pending, expect: 'sent' }], owner)).toEqual(['marked']);
+    await watch.close();
+  });
 });
