@@ -13,7 +13,7 @@ import { checkRedis, createRedis } from './redis/redis.js';
 import { startRowWorker } from './workers/rowWorker.js';
 import { checkContinuity, importJournal, type ImportJournal } from './store/continuity.js';
 import { createImportStore, type ImportStore } from './store/importStore.js';
-import { openRollbackWatch, recentRollbacks, rollbackMessage, type RollbackWatch } from './store/rollback.js';
+import { MarkInDoubtError, openRollbackWatch, recentRollbacks, rollbackMessage, type RollbackWatch } from './store/rollback.js';
 import { createMarkSync, type MarkSync } from './redis/durable.js';
 import { createCustomerIndex, type CustomerIndex } from './customers/customerIndex.js';
 import { createCustomerGuard } from './customers/guard.js';
@@ -79,6 +79,8 @@ export async function openRuntime(config: Config, logger: Logger, options: { sen
     // Every mark and settle tells the watch the rollback counter; a rollback found at start is handled before anything runs.
     rollbacks = (await openRollbackWatch({ redis: storeRedis, store, prefix: config.queuePrefix, dataDir: config.dataDir, logger, redisLost: redisLoss !== undefined })).watch;
     store.watchSeq(rollbacks);
+    // The store's connection is watched by the watch itself; the marks' and the queues' are told.
+    for (const connection of [marksRedis, redis]) connection.on('close', () => rollbacks.connectionLost());
     // The start check tells a rollback detected earlier while an import it put in read-back mode is unfinished.
     for (const rollback of await recentRollbacks(storeRedis, store, 5)) {
       const unfinished = await Promise.all(rollback.imports.map(async (id) => {
@@ -130,12 +132,21 @@ export function keyringOf(config: Pick<Config, 'cardKey' | 'cardKeyId' | 'cardKe
 }
 
 /** The API client of a worker process: every request draws from the fleet-wide budget. */
+/** The requests whose rows are marked sent before they leave (jobs/index.ts, marksSentFirst). */
+const MARKED_CREATES: ReadonlySet<string> = new Set(['createCustomer', 'signUp']);
+
 export function openApi(runtime: Runtime, apiUrl: string, budget: ApiBudget): ApiClient {
   const api = createApiClient({
     baseUrl: apiUrl,
     auth: runtime.config.apiAuth,
     requestTimeoutMs: runtime.config.httpTimeoutMs,
-    beforeRequest: () => budget.acquire(),
+    // A create waits for the budget after its row was marked sent: one that waited across a lost connection to
+    // Redis does not leave (its mark may be gone with the server; the row is read again).
+    beforeRequest: async (endpoint) => {
+      const epoch = runtime.rollbacks.epoch();
+      await budget.acquire();
+      if (MARKED_CREATES.has(endpoint) && runtime.rollbacks.epoch() !== epoch) throw new MarkInDoubtError();
+    },
     onCall: (call) => {
       observeApiCall(call);
       // What the service admitted feeds the fleet's learned rate (reported with the next acquire).
@@ -217,6 +228,7 @@ export function startWorkers(
     rollbackSettled: () => runtime.rollbacks.settled(),
     notifier: runtime.notifier,
     reseal: cards.reseal,
+    markEpoch: () => runtime.rollbacks.epoch(),
   });
   // Rows no job will run any more (a batch that could not hand them on, jobs lost) are queued again.
   const sweeper = startSweeper({ redis: runtime.redis, store: runtime.store, queues: runtime.queues, logger: runtime.logger, failures: runtime.failures, cards }, options.sweep);

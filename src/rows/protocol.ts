@@ -23,6 +23,7 @@ import { countedApi, noCalls, type CallFigures } from './figures.js';
 import { RowUnrunnableError, type BatchInput, type BatchPort, type BatchResult, type RowJobInput, type RowJobPort, type RowJobResult, type RowRunGate } from './interfaces.js';
 import { keptSecrets, openCells } from './sealed.js';
 import { CARD_DATA_GONE } from '../queue/requeue.js';
+import { MarkInDoubtError } from '../store/rollback.js';
 import { SubsyncError } from '../errors.js';
 
 export interface RowProtocolOptions {
@@ -53,6 +54,11 @@ export interface RowProtocolOptions {
   rollbackSettled?: () => Promise<void>;
   /** A card row's sealed cells read again from its unchanged file, when Redis lost them with its job (src/import/cardCells.ts). */
   reseal?: (record: ImportRecord, row: number) => Promise<string | undefined>;
+  /**
+   * The rollback watch's epoch (src/store/rollback.ts): a create whose row was marked sent under another
+   * value (a connection to Redis lost since, which may have taken the mark with its server) does not leave.
+   */
+  markEpoch?: () => number;
   /** Told when a settle completed an import's round: its results are due. */
   onComplete(importId: string, round: number): Promise<void>;
   /** Paused, held (a canary) and cancelling imports; without it every import runs. */
@@ -215,7 +221,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
   // Requests out at once, and rows running at once (getting ready, waiting for a slot, settling).
   const slots = new Slots(options.concurrency);
   const admitted = new Slots(options.concurrency * ADMITTED_PER_SLOT);
-  const slotted = slottedApi(api, slots);
+  const slotted = slottedApi(api, slots, options.markEpoch);
   // Ledger writes are gathered for GATHER_MS only while rows wait for a slot (their wait costs no request).
   const gather = (): number => (slots.waiting > 0 ? GATHER_MS : 0);
   const gate = options.runGate ?? ALWAYS_GO;
@@ -349,8 +355,11 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
         if (run.readBackOnly) throw new CardCellsGoneError(CARD_DATA_GONE);
         sentNow = true;
         // The row is marked sent before the request leaves, so a crash after this line reconciles instead of re-creating.
+        const epoch = options.markEpoch?.();
         const refused = refusal(await mark());
         if (refused) throw refused;
+        // Redis lost while the mark was out (or made durable): the mark may be gone with its server.
+        if (epoch !== options.markEpoch?.()) throw new MarkInDoubtError();
       },
       recordPreexisting: async (ids) => {
         await write({ ...entry, preexisting: [...ids] });
@@ -382,6 +391,8 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       if (caught instanceof RowFencedError) return { kind: 'fenced' };
       if (caught instanceof CardCellsGoneError) return { kind: 'outcome', entry: { ...entry, status: 'failed', note: CARD_DATA_GONE }, status: 'failed' };
       if (caught instanceof RowRecheckError) return { kind: 'recheck', held: caught.held };
+      // Nothing was sent: the row is read again once the rollback (if it was one) is handled.
+      if (caught instanceof MarkInDoubtError) return { kind: 'recheck', held: true };
       // The row's own card number, CVC and password leave no trace in what follows: the ledger's
       // note, the job's failed reason and stack, the logs (src/secrets.ts).
       const error = withoutSecrets(caught, secretValues(known.plan, run.cells));

@@ -7,6 +7,7 @@ import { Cluster } from 'ioredis';
 import type { RedisClient } from '../redis/redis.js';
 import { luaScript } from '../redis/script.js';
 import { writeFileAtomic } from '../files.js';
+import { SubsyncError } from '../errors.js';
 import { SERVER_RUN_LUA, type ImportStore, type SeqWatch } from './importStore.js';
 
 /**
@@ -46,6 +47,19 @@ import { SERVER_RUN_LUA, type ImportStore, type SeqWatch } from './importStore.j
  * writes (its counter below what Redis came back with) could send a row
  * whose create and settle were lost, before any process noticed the restart.
  */
+
+/**
+ * Thrown before a create leaves when a connection to Redis was lost (or a rollback found) since its row
+ * was marked `sent`: the server that took the mark may be gone, and the mark with it, while the request
+ * waited for a slot or for the budget. Nothing is sent; the row is read again (in read-back mode, once
+ * the rollback is handled), so a run that read it back meanwhile is not followed by a second create.
+ */
+export class MarkInDoubtError extends SubsyncError {
+  readonly code = 'ROW_MARK_HELD';
+  constructor() {
+    super('a connection to Redis was lost since the row was marked sent: the mark may be gone with its server, so nothing is sent and the row is read again');
+  }
+}
 
 /** A rollback as recorded in Redis and told to the operator. */
 export const RollbackSchema = z.object({
@@ -118,6 +132,13 @@ export interface RollbackWatch extends SeqWatch {
   settled(): Promise<void>;
   /** Called with each rollback this process handles (the worker sweeps the imports it put in read-back mode). */
   onRollback(listener: (rollback: Rollback) => void): void;
+  /**
+   * Grows each time one of this process's connections to Redis closes or a rollback is found: a create
+   * whose row was marked under another value must not leave (MarkInDoubtError).
+   */
+  epoch(): number;
+  /** One of this process's other connections to Redis closed (the store's own is watched here). */
+  connectionLost(): void;
   /** Writes what this process saw to the data dir and stops its timers. */
   close(): Promise<void>;
 }
@@ -153,6 +174,7 @@ export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatc
   let handledAt = 0;
   let dirty = false;
   let closed = false;
+  let epoch = 0;
 
   const whoAmI = `${hostname()}:${process.pid}`;
   const listeners: Array<(rollback: Rollback) => void> = [];
@@ -258,6 +280,7 @@ export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatc
   /** `unchecked`: Redis says nobody handled its restart yet (no earlier handling can have covered it). */
   function detect(from: number, to: number, how: string, unchecked = false): Promise<Rollback | undefined> {
     if (!handling && !unchecked && from <= handledFrom && Date.now() - handledAt < HOLD_MS) return Promise.resolve(undefined);
+    epoch++;
     handling ??= handle(from, to, how)
       .then((rollback) => {
         handledFrom = Math.max(handledFrom, from);
@@ -326,6 +349,8 @@ export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatc
     every(CHECK_EVERY_MS, () => check('periodic check'));
     // A reconnect is when a restarted or failed-over Redis shows itself: checked before anything else is relied on.
     redis.on('ready', () => void check('reconnect').catch(() => undefined));
+    // A lost connection may be a server gone with what it acknowledged last: marks made before are in doubt.
+    redis.on('close', () => epoch++);
   }
 
   return {
@@ -344,6 +369,10 @@ export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatc
     check,
     onRollback(listener) {
       listeners.push(listener);
+    },
+    epoch: () => epoch,
+    connectionLost() {
+      epoch++;
     },
     async settled() {
       while (handling) await handling;

@@ -68,6 +68,8 @@ export interface RowWorkerOptions {
   notifier?: Pick<Notifier, 'notify'>;
   /** A card row's sealed cells read again from its unchanged file, when Redis lost them with its job (src/import/cardCells.ts). */
   reseal?: RowProtocolOptions['reseal'];
+  /** The rollback watch's epoch: a create marked under another value does not leave (src/store/rollback.ts). */
+  markEpoch?: () => number;
 }
 
 /** Ends a worker's name in the fleet (BullMQ's client name) when it cannot open card data. */
@@ -103,6 +105,7 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     rollbackSettled: options.rollbackSettled,
     runGate: gate,
     reseal: options.reseal,
+    markEpoch: options.markEpoch,
   });
   /**
    * A run's claim: the key of its job's lock and the token BullMQ holds there for this run. A run whose
