@@ -12,7 +12,9 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { createImportStore, type ImportStore, type LedgerEntry } from '../../src/store/importStore.js';
-import { memoryFile, openRollbackWatch, recentRollbacks } from '../../src/store/rollback.js';
+import { MarkInDoubtError, memoryFile, openRollbackWatch, recentRollbacks } from '../../src/store/rollback.js';
+import { Slots, slottedApi } from '../../src/rows/coalesce.js';
+import type { ApiClient } from '../../src/api/client.js';
 import { REDIS_URL, deleteKeys } from '../support/pipeline.js';
 
 const prefix = `rollback-${randomBytes(4).toString('hex')}`;
@@ -149,6 +151,28 @@ describe('rollback detection', () => {
     expect(await redis.get(store.keys.checkedRun)).toBe(server);
     expect((await store.getRow(id, 2))?.status).toBe('sent');
     expect(await store.markSent(id, [{ row: 2, entry: pending, expect: 'sent' }], owner)).toEqual(['marked']);
+    await watch.close();
+  });
+
+  it('a create that waited for a request slot across a lost connection to Redis does not leave; one that did not, does', async () => {
+    const { watch } = await openRollbackWatch({ redis, store, prefix, dataDir, logger, timers: false });
+    const sent: string[] = [];
+    const api = { createCustomer: async (body: { LastName: string }) => (sent.push(body.LastName), { CustomerID: '1' }) } as unknown as ApiClient;
+    const slots = new Slots(1);
+    const slotted = slottedApi(api, slots, () => watch.epoch());
+    // The only slot is taken: the create, its row marked sent, waits; meanwhile Redis goes away (its mark may go with it).
+    await slots.take();
+    const waiting = slotted.createCustomer({ LastName: 'Waited' } as never);
+    watch.connectionLost();
+    slots.give();
+    await expect(waiting).rejects.toBeInstanceOf(MarkInDoubtError);
+    // A rollback found grows the epoch too; a create marked after it leaves.
+    const before = watch.epoch();
+    await redis.set(store.keys.checkedRun, 'f'.repeat(40));
+    await watch.check('periodic check');
+    expect(watch.epoch()).toBeGreaterThan(before);
+    await slotted.createCustomer({ LastName: 'After' } as never);
+    expect(sent).toEqual(['After']);
     await watch.close();
   });
 });
