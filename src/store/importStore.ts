@@ -179,7 +179,10 @@ end`;
 
 // Writes unsettled entries, each unless its row has settled meanwhile (or a cancel refuses it), or another
 // live run holds its sent claim; with a run's token and lock (ARGV[1], ARGV[2]), none unless the run still
-// holds its lock. KEYS: ledger, run state, seq. ARGV: token or '', lock key or '', then (row, entry JSON) per row.
+// holds its lock. A run never writes a sent row back to pending but when the mark is its own (its request proved
+// not applied): a run writing an entry it read before the row became sent (a rollback's read-back mode, another
+// run's mark) would otherwise let the next run create without reading back; it stays sent.
+// KEYS: ledger, run state, seq. ARGV: token or '', lock key or '', then (row, entry JSON) per row.
 // Returns {seq, per row 1 (written), 0 (settled, or refused by a cancel), 2 (another live run's claim) or 3 (the run lost its lock)}.
 const UPDATE_UNSETTLED_SCRIPT = `${IS_OPEN_LUA}${CANCEL_REFUSES_LUA}${SEQ_LUA}
 local reply = {bumpSeq(KEYS[3])}
@@ -196,7 +199,12 @@ for i = 3, #ARGV, 2 do
   elseif cancelRefuses(KEYS[1], KEYS[2], ARGV[i], ARGV[i + 1]) then
     reply[#reply + 1] = 0
   else
-    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+    local text = ARGV[i + 1]
+    if entry and entry.s == 'sent' and ARGV[1] ~= '' and entry.k ~= ARGV[1] then
+      local at = string.find(text, '"s":"pending"', 1, true)
+      if at then text = string.sub(text, 1, at - 1) .. '"s":"sent"' .. string.sub(text, at + 13) end
+    end
+    redis.call('HSET', KEYS[1], ARGV[i], text)
     reply[#reply + 1] = 1
   end
 end

@@ -175,4 +175,19 @@ describe('rollback detection', () => {
     expect(sent).toEqual(['After']);
     await watch.close();
   });
+
+  it('a run writing back an entry it read before its row became sent leaves the row sent; the run whose mark it is may write it pending', async () => {
+    store.watchSeq(undefined);
+    const id = await newImport(1);
+    const run = { token: 't4', lockKey: `${prefix}:subsync-rows:b4:lock` };
+    await redis.set(run.lockKey, run.token);
+    // Read-back mode made the row sent; a live run still holds the entry it read before, pending, and hands the row on.
+    await store.updateUnsettled(id, 1, { ...pending, status: 'sent' });
+    expect(await store.updateUnsettledRows(id, [{ row: 1, entry: { ...pending, attempts: 1, handed: true } }], run)).toEqual([true]);
+    expect(await store.getRow(id, 1)).toMatchObject({ status: 'sent', attempts: 1, handed: true });
+    // Its own mark, whose request proved not applied, goes back to pending.
+    expect(await store.markSent(id, [{ row: 1, entry: { ...pending, attempts: 2 }, expect: 'sent' }], run)).toEqual(['marked']);
+    expect(await store.updateUnsettledRows(id, [{ row: 1, entry: { ...pending, attempts: 2 } }], run)).toEqual([true]);
+    expect((await store.getRow(id, 1))?.status).toBe('pending');
+  });
 });
