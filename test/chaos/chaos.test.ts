@@ -40,8 +40,8 @@ import { lossRedis, type LossRedis } from '../../bench/lostWrites.js';
 
 /**
  * The host crash of Redis beside the worker kills (CHAOS_REDIS_LOSS=1). Not in CI's run yet: combined
- * with worker kills and faults it has left a sign-up created twice, or a sign-up whose sealed card data
- * was lost with its job, in some runs (see the README's "What Redis must keep"); each kind of loss alone
+ * with worker kills and faults it still leaves, in some runs, rows created in the lost window created
+ * again after the rollback was handled (see the README's "What Redis must keep"); each kind of loss alone
  * is tested in test/store/lostWrites.test.ts.
  */
 const REDIS_LOSS = process.env.CHAOS_REDIS_LOSS === '1';
