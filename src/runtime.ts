@@ -13,7 +13,7 @@ import { checkRedis, createRedis } from './redis/redis.js';
 import { startRowWorker } from './workers/rowWorker.js';
 import { checkContinuity, importJournal, type ImportJournal } from './store/continuity.js';
 import { createImportStore, type ImportStore } from './store/importStore.js';
-import { openRollbackWatch, recentRollbacks, rollbackMessage, type RollbackWatch } from './store/rollback.js';
+import { MarkInDoubtError, openRollbackWatch, recentRollbacks, rollbackMessage, type RollbackWatch } from './store/rollback.js';
 import { createMarkSync, type MarkSync } from './redis/durable.js';
 import { createCustomerIndex, type CustomerIndex } from './customers/customerIndex.js';
 import { createCustomerGuard } from './customers/guard.js';
@@ -21,6 +21,7 @@ import { createCustomerFinder } from './customers/finder.js';
 import { createNameSearch } from './customers/nameSearch.js';
 import { createFailureLog, type FailureLog } from './failureLog.js';
 import { startSweeper, sweepImport } from './import/sweep.js';
+import { createCardCells, type CardCells } from './import/cardCells.js';
 import { startFeeder, type Feeder } from './queue/feeder.js';
 import { createNotifier, type Notifier } from './notify/notifier.js';
 
@@ -78,6 +79,8 @@ export async function openRuntime(config: Config, logger: Logger, options: { sen
     // Every mark and settle tells the watch the rollback counter; a rollback found at start is handled before anything runs.
     rollbacks = (await openRollbackWatch({ redis: storeRedis, store, prefix: config.queuePrefix, dataDir: config.dataDir, logger, redisLost: redisLoss !== undefined })).watch;
     store.watchSeq(rollbacks);
+    // The store's connection is watched by the watch itself; the marks' and the queues' are told.
+    for (const connection of [marksRedis, redis]) connection.on('close', () => rollbacks.connectionLost());
     // The start check tells a rollback detected earlier while an import it put in read-back mode is unfinished.
     for (const rollback of await recentRollbacks(storeRedis, store, 5)) {
       const unfinished = await Promise.all(rollback.imports.map(async (id) => {
@@ -129,12 +132,21 @@ export function keyringOf(config: Pick<Config, 'cardKey' | 'cardKeyId' | 'cardKe
 }
 
 /** The API client of a worker process: every request draws from the fleet-wide budget. */
+/** The requests whose rows are marked sent before they leave (jobs/index.ts, marksSentFirst). */
+const MARKED_CREATES: ReadonlySet<string> = new Set(['createCustomer', 'signUp']);
+
 export function openApi(runtime: Runtime, apiUrl: string, budget: ApiBudget): ApiClient {
   const api = createApiClient({
     baseUrl: apiUrl,
     auth: runtime.config.apiAuth,
     requestTimeoutMs: runtime.config.httpTimeoutMs,
-    beforeRequest: () => budget.acquire(),
+    // A create waits for the budget after its row was marked sent: one that waited across a lost connection to
+    // Redis does not leave (its mark may be gone with the server; the row is read again).
+    beforeRequest: async (endpoint) => {
+      const epoch = runtime.rollbacks.epoch();
+      await budget.acquire();
+      if (MARKED_CREATES.has(endpoint) && runtime.rollbacks.epoch() !== epoch) throw new MarkInDoubtError();
+    },
     onCall: (call) => {
       observeApiCall(call);
       // What the service admitted feeds the fleet's learned rate (reported with the next acquire).
@@ -158,7 +170,7 @@ export interface WorkerHandles {
  * Sweeps the unfinished imports a rollback put in read-back mode (src/import/sweep.ts): their rows that no job
  * will run get one, reading back first. One worker of the fleet per lock period (a lock in Redis).
  */
-async function sweepReadBackImports(runtime: Runtime): Promise<void> {
+async function sweepReadBackImports(runtime: Runtime, cards: CardCells): Promise<void> {
   const { store, queues, config, logger } = runtime;
   const ids = new Set((await recentRollbacks(store.marks, store, 5)).flatMap((r) => r.imports));
   if (ids.size === 0) return;
@@ -166,7 +178,7 @@ async function sweepReadBackImports(runtime: Runtime): Promise<void> {
   for (const id of ids) {
     const record = await store.getImport(id);
     if (!record || record.finishedAt !== undefined || record.readBack === undefined) continue;
-    const report = await sweepImport(store, queues, id);
+    const report = await sweepImport(store, queues, id, cards);
     if (report && report.requeued.length > 0) logger.warn({ importId: id, requeued: report.requeued.length }, 'read-back mode: rows without a job queued again, reading back first');
   }
 }
@@ -193,6 +205,8 @@ export function startWorkers(
   // What the worker's rows read of the service's customers (the index, its deltas and scans) draws from the same budget.
   const refresh = { api, budget, index: runtime.customers, redis: runtime.redis, prefix: runtime.config.queuePrefix };
   const names = createNameSearch(runtime.redis, runtime.config.queuePrefix);
+  // Card rows whose sealed cells Redis lost with their jobs read them again from their unchanged files.
+  const cards = createCardCells({ journal: runtime.journal, keyring: runtime.keyring, logger: runtime.logger });
   // A worker holds its own connections (BullMQ duplicates for blocking reads).
   const rows = startRowWorker({
     connection: runtime.redis,
@@ -213,14 +227,16 @@ export function startWorkers(
     markSync: options.durableMarks === false ? undefined : runtime.markSync,
     rollbackSettled: () => runtime.rollbacks.settled(),
     notifier: runtime.notifier,
+    reseal: cards.reseal,
+    markEpoch: () => runtime.rollbacks.epoch(),
   });
   // Rows no job will run any more (a batch that could not hand them on, jobs lost) are queued again.
-  const sweeper = startSweeper({ redis: runtime.redis, store: runtime.store, queues: runtime.queues, logger: runtime.logger, failures: runtime.failures }, options.sweep);
+  const sweeper = startSweeper({ redis: runtime.redis, store: runtime.store, queues: runtime.queues, logger: runtime.logger, failures: runtime.failures, cards }, options.sweep);
   // After a rollback, a batch that ran on may have completed without rows whose settles Redis lost. The imports
   // in read-back mode are swept every lock period (one worker of the fleet at a time), not only once quiet: any
   // worker does it, whichever one detected the rollback (it may be gone).
   const readBackSweep = setInterval(() => {
-    void sweepReadBackImports(runtime).catch((error: unknown) => runtime.failures.report('sweep', error));
+    void sweepReadBackImports(runtime, cards).catch((error: unknown) => runtime.failures.report('sweep', error));
   }, runtime.config.jobLockMs);
   readBackSweep.unref();
   const feeder = startFeeder({

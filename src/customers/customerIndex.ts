@@ -159,8 +159,11 @@ return 0
 
 // Moves the index's end after a delta read, if the generation is still the one read from.
 // KEYS: meta. ARGV: gen, refreshedAt, total, lastId, customers read.
+// Moves the end only from where the delta read from (ARGV[6]): an end moved meanwhile (Redis came back without
+// the delta before it, so its customers are in no index) is left for the next delta to read from.
 const MOVE_END_SCRIPT = `
 if redis.call('HGET', KEYS[1], 'gen') ~= ARGV[1] then return 0 end
+if (redis.call('HGET', KEYS[1], 'lastId') or '') ~= ARGV[6] then return 0 end
 redis.call('HSET', KEYS[1], 'refreshedAt', ARGV[2], 'total', ARGV[3], 'lastId', ARGV[4])
 redis.call('HINCRBY', KEYS[1], 'count', tonumber(ARGV[5]))
 redis.call('HINCRBY', KEYS[1], 'deltas', 1)
@@ -345,13 +348,13 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
      * read (then `state` moves the index's end), or created or read by
      * subsync itself (no state: the end of the listing is not known).
      */
-    async remember(customers: readonly Customer[], state?: Pick<IndexMeta, 'refreshedAt' | 'total' | 'lastId'> & { gen: number }): Promise<void> {
+    async remember(customers: readonly Customer[], state?: Pick<IndexMeta, 'refreshedAt' | 'total' | 'lastId'> & { gen: number; from: string }): Promise<void> {
       const current = await meta({ fresh: state !== undefined });
       if (!current) return;
       await write(addScript, current, customers);
       if (!state) return;
       // Only onto the generation the delta read from: one switched in meanwhile has its own end.
-      await moveEndScript.run(redis, [metaKey], [String(state.gen), String(state.refreshedAt), String(state.total), state.lastId, String(customers.length)]);
+      await moveEndScript.run(redis, [metaKey], [String(state.gen), String(state.refreshedAt), String(state.total), state.lastId, String(customers.length), state.from]);
       forget();
     },
 

@@ -182,7 +182,8 @@ export async function refreshDelta(input: RefreshDeps): Promise<RefreshOutcome |
     await deps.index.markStale();
     return undefined;
   }
-  await deps.index.remember(tail.customers, { gen: meta.gen, refreshedAt: tail.startedAt, total: tail.total, lastId: tail.lastId });
+  // The end moves only from the one read from: a Redis that came back without the delta before keeps its own.
+  await deps.index.remember(tail.customers, { gen: meta.gen, refreshedAt: tail.startedAt, total: tail.total, lastId: tail.lastId, from: meta.lastId });
   await deps.onCustomers?.(tail.customers);
   return { kind: 'delta', requests: requests(), read: tail.customers.length, meta: await deps.index.meta({ fresh: true }) };
 }

@@ -183,7 +183,7 @@ export async function importFile(request: ImportRequest, deps: ProducerDeps): Pr
     // The holder before may have finished between the check above and the lease.
     if (lease) existing = await store.getImport(importId);
     if (existing?.state === 'enqueued' && !request.dryRun) return { outcome: 'already-imported', importId, kind };
-    return await enqueueRows({ request, deps, file, kind, plan, match, options, read, secretColumns, wellFormed, importId, existing, log });
+    return await enqueueRows({ request, deps, file, kind, plan, match, options, read, secretColumns, wellFormed, importId, digest, existing, log });
   } finally {
     await lease?.release();
   }
@@ -247,10 +247,11 @@ async function enqueueRows(input: {
   secretColumns: number[];
   wellFormed: boolean;
   importId: string;
+  digest: string;
   existing: Awaited<ReturnType<ImportStore['getImport']>>;
   log: Logger;
 }): Promise<ImportResult> {
-  const { request, deps, file, kind, plan, match, options, read, secretColumns, wellFormed, importId, existing, log } = input;
+  const { request, deps, file, kind, plan, match, options, read, secretColumns, wellFormed, importId, digest, existing, log } = input;
   const { store, queues } = deps;
   const now = deps.now ?? Date.now;
 
@@ -278,7 +279,8 @@ async function enqueueRows(input: {
   const lost = !resumed && (await deps.journal?.has(importId)) === true;
   if (lost) log.warn('this file was imported before and Redis has lost that import: every create reads back before sending');
   if (!resumed) {
-    await deps.journal?.record(importId, { file: path.basename(file), kind, createdAt: now() });
+    // Where the file is, and its digest: a card row whose sealed cells Redis loses reads them from it again (src/import/cardCells.ts).
+    await deps.journal?.record(importId, { file: path.basename(file), kind, createdAt: now(), source: { path: path.resolve(file), digest, encoding: read.encoding, map: read.map } });
     await store.createImport({
       id: importId,
       file: path.basename(file),

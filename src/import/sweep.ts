@@ -4,9 +4,10 @@ import type { FailureLog } from '../failureLog.js';
 import { SWEEP_DEFAULTS } from '../policy.js';
 import type { RedisClient } from '../redis/redis.js';
 import { batchJobId, batchOf, enqueueFinalize, finalizeJobId, rowJobId, type Queues, type RowBatchData } from '../queue/queues.js';
-import { isLive, requeueStranded, type StrandedRow } from '../queue/requeue.js';
+import { holdsCardData, isLive, requeueStranded, type StrandedRow } from '../queue/requeue.js';
 import { blocksAwaitingRelease } from '../queue/feeder.js';
-import { isSettled, type ImportStore, type LedgerEntry } from '../store/importStore.js';
+import { isSettled, type ImportRecord, type ImportStore, type LedgerEntry } from '../store/importStore.js';
+import type { CardCells } from './cardCells.js';
 
 /** What a sweep found of one import, and what it did. */
 export interface SweepReport {
@@ -40,7 +41,7 @@ export interface SweepReport {
  * Run by the workers periodically, by `status IMPORT_ID`, by `import --wait`
  * when nothing moves, and by `retry` (which takes such rows too).
  */
-export async function sweepImport(store: ImportStore, queues: Queues, importId: string): Promise<SweepReport | undefined> {
+export async function sweepImport(store: ImportStore, queues: Queues, importId: string, cards?: CardCells): Promise<SweepReport | undefined> {
   const record = await store.getImport(importId);
   if (!record) return undefined;
   const report: SweepReport = { importId, state: 'running', unsettled: 0, live: 0, requeued: [], withoutCards: [], finalizeQueued: false };
@@ -102,6 +103,7 @@ export async function sweepImport(store: ImportStore, queues: Queues, importId: 
     const entry: LedgerEntry | undefined = entries[i];
     if (entry && !isSettled(entry.status)) stranded.push({ row: c.row, entry, ...(c.secrets === undefined ? {} : { secrets: c.secrets }) });
   });
+  if (cards) await resealStranded(cards, record, stranded);
   const result = await requeueStranded(store, queues, record, stranded, canReadBack);
   report.requeued = result.queued;
   report.withoutCards = result.withoutCards;
@@ -114,12 +116,27 @@ export async function sweepImport(store: ImportStore, queues: Queues, importId: 
 }
 
 /**
+ * Card rows whose sealed cells died with their jobs (Redis lost them) get them again from the import's
+ * file, where it is unchanged (src/import/cardCells.ts): their new jobs send them. The others stay without.
+ */
+async function resealStranded(cards: CardCells, record: ImportRecord, stranded: StrandedRow[]): Promise<void> {
+  if (!holdsCardData(record)) return;
+  await Promise.all(
+    stranded.map(async (s, i) => {
+      if (s.secrets !== undefined) return;
+      const secrets = await cards.reseal(record, s.row);
+      if (secrets !== undefined) stranded[i] = { ...s, secrets };
+    }),
+  );
+}
+
+/**
  * A worker's periodic sweep: every `intervalMs`, one worker of the fleet
  * (a lock in Redis) sweeps the newest unfinished imports that have settled
  * nothing for `quietMs`, and drops from the list of imports those whose
  * record has expired (among those newest ones, and the oldest).
  */
-export function startSweeper(deps: { redis: RedisClient; store: ImportStore; queues: Queues; logger: Logger; failures?: FailureLog }, options: { intervalMs?: number; quietMs?: number } = {}) {
+export function startSweeper(deps: { redis: RedisClient; store: ImportStore; queues: Queues; logger: Logger; failures?: FailureLog; cards?: CardCells }, options: { intervalMs?: number; quietMs?: number } = {}) {
   const intervalMs = options.intervalMs ?? SWEEP_DEFAULTS.intervalMs;
   const quietMs = options.quietMs ?? SWEEP_DEFAULTS.quietMs;
   const { redis, store, queues, logger } = deps;
@@ -139,7 +156,7 @@ export function startSweeper(deps: { redis: RedisClient; store: ImportStore; que
       }
       if (record.finishedAt !== undefined || record.state !== 'enqueued') continue;
       if ((record.lastSettledAt ?? record.createdAt) > now - quietMs) continue;
-      const report = await sweepImport(store, queues, id);
+      const report = await sweepImport(store, queues, id, deps.cards);
       if (!report) continue;
       reports.push(report);
       if (report.requeued.length > 0 || report.withoutCards.length > 0 || report.finalizeQueued) {

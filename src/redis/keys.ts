@@ -34,6 +34,12 @@ export function storeKeys(prefix: string) {
     seq: `${prefix}:seq`,
     /** String: set while a process handles a rollback it detected; marks are refused (nothing is sent) meanwhile. */
     rollbackHold: `${prefix}:rollback-hold`,
+    /**
+     * String: the run id of the Redis server the fleet last checked for lost writes (src/store/rollback.ts).
+     * It is persisted with everything else, so a Redis that restarted or failed over holds another's: marks
+     * are refused until a process has handled that (read-back mode) and written this one's.
+     */
+    checkedRun: `${prefix}:checked-run`,
     /** List: the rollbacks detected, newest first (JSON), for status, the start check and the dashboard. */
     rollbacks: `${prefix}:rollbacks`,
     /** String: held by the worker that sweeps the imports in read-back mode this lock period. */

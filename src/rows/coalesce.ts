@@ -1,4 +1,5 @@
 import type { ApiClient } from '../api/client.js';
+import { MarkInDoubtError } from '../store/rollback.js';
 
 // Rows' ledger writes are gathered so; the guard's claims too, a layer below (hence its place).
 export { coalesce, GATHER_MS } from '../redis/coalesce.js';
@@ -74,15 +75,27 @@ export class Slots {
  * never for the ledger's or the guard's Redis round trips around it. Made
  * once per process.
  */
-export function slottedApi(api: ApiClient, slots: Slots): ApiClient {
-  return new SlottedApi(api, slots);
+/** `markEpoch`: the rollback watch's epoch (src/store/rollback.ts); a create that waited across a change of it does not leave. */
+export function slottedApi(api: ApiClient, slots: Slots, markEpoch?: () => number): ApiClient {
+  return new SlottedApi(api, slots, markEpoch);
 }
 
 class SlottedApi implements ApiClient {
   constructor(
     private readonly api: ApiClient,
     private readonly slots: Slots,
+    private readonly markEpoch?: () => number,
   ) {}
+
+  /** Takes a slot for a create whose row was just marked sent: refused when Redis was lost meanwhile (its mark may be gone). */
+  private async takeForCreate(): Promise<void> {
+    const at = this.markEpoch?.();
+    await this.slots.take();
+    if (at !== undefined && this.markEpoch?.() !== at) {
+      this.slots.give();
+      throw new MarkInDoubtError();
+    }
+  }
 
   async searchCustomers(...args: Parameters<ApiClient['searchCustomers']>): ReturnType<ApiClient['searchCustomers']> {
     await this.slots.take();
@@ -101,7 +114,7 @@ class SlottedApi implements ApiClient {
     }
   }
   async createCustomer(...args: Parameters<ApiClient['createCustomer']>): ReturnType<ApiClient['createCustomer']> {
-    await this.slots.take();
+    await this.takeForCreate();
     try {
       return await this.api.createCustomer(...args);
     } finally {
@@ -125,7 +138,7 @@ class SlottedApi implements ApiClient {
     }
   }
   async signUp(...args: Parameters<ApiClient['signUp']>): ReturnType<ApiClient['signUp']> {
-    await this.slots.take();
+    await this.takeForCreate();
     try {
       return await this.api.signUp(...args);
     } finally {

@@ -23,6 +23,7 @@ import { countedApi, noCalls, type CallFigures } from './figures.js';
 import { RowUnrunnableError, type BatchInput, type BatchPort, type BatchResult, type RowJobInput, type RowJobPort, type RowJobResult, type RowRunGate } from './interfaces.js';
 import { keptSecrets, openCells } from './sealed.js';
 import { CARD_DATA_GONE } from '../queue/requeue.js';
+import { MarkInDoubtError } from '../store/rollback.js';
 import { SubsyncError } from '../errors.js';
 
 export interface RowProtocolOptions {
@@ -51,6 +52,13 @@ export interface RowProtocolOptions {
   markSync?: MarkSync;
   /** Resolves once no rollback is being handled by this process (src/store/rollback.ts): a held mark waits for it. */
   rollbackSettled?: () => Promise<void>;
+  /** A card row's sealed cells read again from its unchanged file, when Redis lost them with its job (src/import/cardCells.ts). */
+  reseal?: (record: ImportRecord, row: number) => Promise<string | undefined>;
+  /**
+   * The rollback watch's epoch (src/store/rollback.ts): a create whose row was marked sent under another
+   * value (a connection to Redis lost since, which may have taken the mark with its server) does not leave.
+   */
+  markEpoch?: () => number;
   /** Told when a settle completed an import's round: its results are due. */
   onComplete(importId: string, round: number): Promise<void>;
   /** Paused, held (a canary) and cancelling imports; without it every import runs. */
@@ -201,7 +209,9 @@ type BatchRowResult = 'settled' | 'handed' | 'skipped' | 'deferred' | 'held';
  *   `sent` after this run read it (it reads the row again, and reads back);
  *   held while a rollback of Redis is handled (src/store/rollback.ts). The
  *   marks of a flush are made durable (WAITAOF, WAIT) before their requests
- *   leave. A card row without its sealed cells never sends: it reads back.
+ *   leave. A card row without its sealed cells reads them again from its
+ *   import's unchanged file (`reseal`); failing that, it never sends: it
+ *   reads back.
  *
  * Ledger writes of rows that finish in the same turn of the event loop go
  * to Redis in one script call (coalesce.ts). docs/row-protocol.md tells
@@ -212,7 +222,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
   // Requests out at once, and rows running at once (getting ready, waiting for a slot, settling).
   const slots = new Slots(options.concurrency);
   const admitted = new Slots(options.concurrency * ADMITTED_PER_SLOT);
-  const slotted = slottedApi(api, slots);
+  const slotted = slottedApi(api, slots, options.markEpoch);
   // Ledger writes are gathered for GATHER_MS only while rows wait for a slot (their wait costs no request).
   const gather = (): number => (slots.waiting > 0 ? GATHER_MS : 0);
   const gate = options.runGate ?? ALWAYS_GO;
@@ -369,8 +379,11 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
         if (run.readBackOnly) throw new CardCellsGoneError(CARD_DATA_GONE);
         sentNow = true;
         // The row is marked sent before the request leaves, so a crash after this line reconciles instead of re-creating.
+        const epoch = options.markEpoch?.();
         const refused = refusal(await mark());
         if (refused) throw refused;
+        // Redis lost while the mark was out (or made durable): the mark may be gone with its server.
+        if (epoch !== options.markEpoch?.()) throw new MarkInDoubtError();
       },
       recordPreexisting: async (ids) => {
         await write({ ...entry, preexisting: [...ids] });
@@ -403,6 +416,8 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       if (caught instanceof RowFencedError) return { kind: 'fenced' };
       if (caught instanceof CardCellsGoneError) return { kind: 'outcome', entry: { ...entry, status: 'failed', note: CARD_DATA_GONE }, status: 'failed' };
       if (caught instanceof RowRecheckError) return { kind: 'recheck', held: caught.held };
+      // Nothing was sent: the row is read again once the rollback (if it was one) is handled.
+      if (caught instanceof MarkInDoubtError) return { kind: 'recheck', held: true };
       // The row's own card number, CVC and password leave no trace in what follows: the ledger's
       // note, the job's failed reason and stack, the logs (src/secrets.ts).
       const error = withoutSecrets(caught, secretValues(known.plan, run.cells));
@@ -472,12 +487,14 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     if (attempt > 1) observeRetry(record.kind);
     const figures: CallFigures = noCalls();
     const runFigures = (): RunFigures => ({ ...figures, retries: attempt > 1 ? 1 : 0 });
+    let secrets = input.secrets;
     // Settling adds the figures in its own round trip; a run that does not settle adds them at the end.
     let figuresAdded = false;
     try {
-      const cells = openCells(stored.cells, input.secrets, options.keyring);
-      // Without its card cells, only a job that can read back runs; another settles failed, saying why.
-      const readBackOnly = input.readBackOnly === true || (input.secrets === undefined && holdsCards(known));
+      secrets ??= await resealed(known, row);
+      const cells = openCells(stored.cells, secrets, options.keyring);
+      // Without its card cells (gone from its job and its file), only a job that can read back runs; another settles failed, saying why.
+      const readBackOnly = secrets === undefined && (input.readBackOnly === true || holdsCards(known));
       const result: Attempt =
         readBackOnly && !ROW_JOBS[input.name].readBack
           ? { kind: 'outcome', entry: { ...stored, status: 'failed', note: CARD_DATA_GONE }, status: 'failed' }
@@ -513,7 +530,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       const settled = await conclude(input.name, result, decision);
       // The job stays (failed, for the dashboard): its CVC goes now that the row has an outcome.
       // Before settling: the settle may complete the import, whose finaliser drops the rest.
-      await port.sealSecrets(row, keptSecrets(input.secrets, plan, options.keyring));
+      await port.sealSecrets(row, keptSecrets(secrets, plan, options.keyring));
       await settleRow(importId, { row, entry: settled, figures: runFigures(), kind: record.kind, claim: input.claim });
       figuresAdded = true;
       const outcome = outcomeOf(settled);
@@ -553,7 +570,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
   async function batchRow(input: BatchInput, port: BatchPort, known: KnownImport, row: number, stored: LedgerEntry, unsettled: RunFigures): Promise<BatchRowResult> {
     const { importId } = input;
     const { record } = known;
-    const token = input.secrets?.[String(row)];
+    let token = input.secrets?.[String(row)];
     const forget = async (): Promise<void> => (token === undefined ? undefined : port.sealSecrets(row, undefined));
     const name = stored.job;
     if (isSettled(stored.status) || name === null) {
@@ -591,9 +608,11 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       return 'settled';
     }
 
+    token ??= await resealed(known, row);
     const cells = openCells(stored.cells, token, options.keyring);
     // A card row whose sealed cells are gone from its batch (a Redis that lost writes brought the batch back
-    // without them) is never sent with the masked cells: it reads back, and settles failed when nothing is found.
+    // without them) and from its file is never sent with the masked cells: it reads back, and settles failed
+    // when nothing is found.
     const readBackOnly = token === undefined && holdsCards(known);
     let current = stored;
     let rechecks = 0;
@@ -661,6 +680,14 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
         verdict: { status: settled.status === 'needs-review' ? 'needs-review' : 'failed', note: settled.note ?? reasonOf(result.error), candidates: settled.candidates },
       });
     }
+  }
+
+  /**
+   * The sealed cells of a card row whose job has none (Redis lost them with it): read again from the
+   * import's file while it is unchanged; undefined otherwise, and the row reads back or fails, saying why.
+   */
+  async function resealed(known: KnownImport, row: number): Promise<string | undefined> {
+    return options.reseal && holdsCards(known) ? options.reseal(known.record, row) : undefined;
   }
 
   return {

@@ -43,16 +43,33 @@ async function writeMarker(file: string, marker: Marker): Promise<void> {
   await writeFileAtomic(file, JSON.stringify(marker));
 }
 
+/** Where an import's rows came from: enough to read its card cells again, and to know the file is still the one imported. */
+const JournalSourceSchema = z.object({
+  /** The file's absolute path when it was imported. */
+  path: z.string(),
+  /** The digest of its kind and bytes (src/import/producer.ts scanFile), which the import id begins with. */
+  digest: z.string(),
+  /** How it was read: `--encoding`, and `--map`'s columns (they decide the header line). */
+  encoding: z.string().optional(),
+  map: z.record(z.string(), z.string().nullable()).optional(),
+});
+export type JournalSource = z.infer<typeof JournalSourceSchema>;
+
+const JournalEntrySchema = z.object({ file: z.string(), kind: z.string(), createdAt: z.number(), source: JournalSourceSchema.optional() });
+export type JournalEntry = z.infer<typeof JournalEntrySchema>;
+
 /**
  * The import journal: one small file per import the producer started, kept
  * in the data dir. An import id that the journal knows but Redis does not was
- * lost with Redis: its rows may have been sent, so they read back first.
+ * lost with Redis: its rows may have been sent, so they read back first. It
+ * also says where the import's file was, so a card row whose sealed cells
+ * Redis lost can have them read again from that file (src/import/cardCells.ts).
  */
 export function importJournal(dataDir: string) {
   const dir = path.join(dataDir, 'journal');
   const fileOf = (importId: string): string => path.join(dir, `${importId}.json`);
   return {
-    async record(importId: string, entry: { file: string; kind: string; createdAt: number }): Promise<void> {
+    async record(importId: string, entry: JournalEntry): Promise<void> {
       await writeFileAtomic(fileOf(importId), JSON.stringify(entry));
     },
     async has(importId: string): Promise<boolean> {
@@ -61,6 +78,14 @@ export function importJournal(dataDir: string) {
         return true;
       } catch {
         return false;
+      }
+    },
+    /** The import's entry, or undefined (never recorded here, or unreadable). */
+    async read(importId: string): Promise<JournalEntry | undefined> {
+      try {
+        return JournalEntrySchema.parse(JSON.parse(await readFile(fileOf(importId), 'utf8')));
+      } catch {
+        return undefined;
       }
     },
   };

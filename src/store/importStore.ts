@@ -122,6 +122,18 @@ local function rowsOf(from, step)
   return self
 end`;
 
+/**
+ * Lua: the run id of the Redis server running the script; and whether it is other than the one the fleet
+ * last checked (`checked-run`, src/store/rollback.ts): a restart or failover nobody has handled yet. No
+ * key (a store without a rollback watch) is no restart.
+ */
+export const SERVER_RUN_LUA = `
+local function serverRun() return string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') end
+local function unchecked(key)
+  local checked = redis.call('GET', key)
+  return checked and checked ~= serverRun()
+end`;
+
 // Settles rows once each: refuses an entry already settled, so counts move once, and an entry
 // whose sent claim another live run holds (token '' settles whatever the claim: producer, sweep, dashboard).
 // The runs' API figures are added either way (the calls were made). In the same call: the rows
@@ -211,7 +223,10 @@ end`;
 
 // Writes unsettled entries, each unless its row has settled meanwhile (or a cancel refuses it), or another
 // live run holds its sent claim; with a run's token and lock (ARGV[1], ARGV[2]), none unless the run still
-// holds its lock. KEYS: ledger, run state, seq. ARGV: token or '', lock key or '', then (row, entry JSON) per row.
+// holds its lock. A run never writes a sent row back to pending but when the mark is its own (its request proved
+// not applied): a run writing an entry it read before the row became sent (a rollback's read-back mode, another
+// run's mark) would otherwise let the next run create without reading back; it stays sent.
+// KEYS: ledger, run state, seq. ARGV: token or '', lock key or '', then (row, entry JSON) per row.
 // Returns {seq, per row 1 (written), 0 (settled, or refused by a cancel), 2 (another live run's claim) or 3 (the run lost its lock)}.
 const UPDATE_UNSETTLED_SCRIPT = `local RUN_KEY = 2
 ${READ_ENTRY_LUA}${CLAIMED_BY_OTHER_LUA}${CANCEL_REFUSES_LUA}${SEQ_LUA}${CALL_ROWS_LUA}
@@ -237,7 +252,12 @@ for i = 3, #ARGV, 2 do
   elseif cancelling() and takesRow(ARGV[i + 1]) and cancelRefuses(entry) then
     reply[#reply + 1] = 0
   else
-    rows.write(ARGV[i], ARGV[i + 1])
+    local text = ARGV[i + 1]
+    if entry and entry.s == 'sent' and ARGV[1] ~= '' and entry.k ~= ARGV[1] then
+      local at = string.find(text, '"s":"pending"', 1, true)
+      if at then text = string.sub(text, 1, at - 1) .. '"s":"sent"' .. string.sub(text, at + 13) end
+    end
+    rows.write(ARGV[i], text)
     reply[#reply + 1] = 1
   end
 end
@@ -246,17 +266,17 @@ return reply
 `;
 
 // Marks rows sent before their requests leave: a claim held by one run. Refused (nothing written) while a
-// detected rollback is being handled (4), when the run no longer holds its job's lock (3), when the row has
+// detected rollback is being handled, or Redis restarted and nobody has handled that yet (4), when the run no longer holds its job's lock (3), when the row has
 // settled (0), or when the row is sent already and this run may not take it (2): another live run holds the
 // claim, or this run decided from a pending row (it must read back first). A run that read the row back
 // (expect 'sent') takes over the claim of a run whose lock is gone. A cancel refuses a pending row (0).
-// KEYS: ledger, seq, hold, run state. ARGV: token, lock key, then (row, entry JSON, expect) per row.
+// KEYS: ledger, seq, hold, run state, checked run. ARGV: token, lock key, then (row, entry JSON, expect) per row.
 // Returns {seq, per row 1 (marked) or a refusal code}.
 const MARK_SENT_SCRIPT = `local RUN_KEY = 4
-${READ_ENTRY_LUA}${CLAIMED_BY_OTHER_LUA}${CANCEL_REFUSES_LUA}${SEQ_LUA}${CALL_ROWS_LUA}
+${READ_ENTRY_LUA}${CLAIMED_BY_OTHER_LUA}${CANCEL_REFUSES_LUA}${SEQ_LUA}${CALL_ROWS_LUA}${SERVER_RUN_LUA}
 local reply = {bumpSeq(KEYS[2])}
 local refuse = nil
-if redis.call('EXISTS', KEYS[3]) == 1 then refuse = 4
+if redis.call('EXISTS', KEYS[3]) == 1 or unchecked(KEYS[5]) then refuse = 4
 elseif redis.call('GET', ARGV[2]) ~= ARGV[1] then refuse = 3 end
 if refuse then
   for i = 3, #ARGV, 3 do reply[#reply + 1] = refuse end
@@ -529,7 +549,7 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
     const args: string[] = [claim.token, claim.lockKey];
     // The claim lives in Redis only (k, l beside the entry's fields): entries read back leave it out.
     for (const { row, entry, expect } of rows) args.push(String(row), encodeEntry(entry, claim), expect);
-    const { values, rolledBack } = await counted(markSentScript, [keys.ledger(importId), keys.seq, keys.rollbackHold, keys.runState(importId)], args, 1 + rows.length, 0, marks);
+    const { values, rolledBack } = await counted(markSentScript, [keys.ledger(importId), keys.seq, keys.rollbackHold, keys.runState(importId), keys.checkedRun], args, 1 + rows.length, 0, marks);
     // Marked in a Redis that has just shown it lost writes: held like any mark while the rollback is handled.
     return values.slice(1).map((n) => (rolledBack && n === 1 ? 'held' : (MARK_CODES[n] ?? 'fenced')));
   }

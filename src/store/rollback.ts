@@ -7,7 +7,8 @@ import { Cluster } from 'ioredis';
 import type { RedisClient } from '../redis/redis.js';
 import { luaScript } from '../redis/script.js';
 import { writeFileAtomic } from '../files.js';
-import type { ImportStore, SeqWatch } from './importStore.js';
+import { SubsyncError } from '../errors.js';
+import { SERVER_RUN_LUA, type ImportStore, type SeqWatch } from './importStore.js';
 
 /**
  * Detects a Redis that came back without some of its acknowledged writes (a
@@ -37,7 +38,28 @@ import type { ImportStore, SeqWatch } from './importStore.js';
  * write: the witnesses of its last moments may have died with it, the data
  * dir's file being a few seconds behind, and a process started since would
  * see nothing wrong with the counter.
+ *
+ * Redis itself keeps the run id of the server the fleet last checked
+ * (`<prefix>:checked-run`), persisted with everything else: a server that
+ * restarted or took over holds its predecessor's, and the mark script
+ * refuses every mark (nothing is sent) until a process has handled that and
+ * written the new one. Without it, a process that had seen none of the lost
+ * writes (its counter below what Redis came back with) could send a row
+ * whose create and settle were lost, before any process noticed the restart.
  */
+
+/**
+ * Thrown before a create leaves when a connection to Redis was lost (or a rollback found) since its row
+ * was marked `sent`: the server that took the mark may be gone, and the mark with it, while the request
+ * waited for a slot or for the budget. Nothing is sent; the row is read again (in read-back mode, once
+ * the rollback is handled), so a run that read it back meanwhile is not followed by a second create.
+ */
+export class MarkInDoubtError extends SubsyncError {
+  readonly code = 'ROW_MARK_HELD';
+  constructor() {
+    super('a connection to Redis was lost since the row was marked sent: the mark may be gone with its server, so nothing is sent and the row is read again');
+  }
+}
 
 /** A rollback as recorded in Redis and told to the operator. */
 export const RollbackSchema = z.object({
@@ -94,7 +116,13 @@ for i = 1, #ARGV, 3 do
 end
 return n
 `;
+// The run id the fleet last checked (or nil), and the server's own: read by the script, so on the very node that holds
+// the key, as the mark script reads them. KEYS: checked run.
+const RUNS_SCRIPT = `${SERVER_RUN_LUA}
+return {redis.call('GET', KEYS[1]) or '', serverRun()}
+`;
 const raiseScript = luaScript(RAISE_SCRIPT);
+const runsScript = luaScript(RUNS_SCRIPT);
 const swapScript = luaScript(SWAP_SCRIPT);
 
 export interface RollbackWatch extends SeqWatch {
@@ -104,6 +132,13 @@ export interface RollbackWatch extends SeqWatch {
   settled(): Promise<void>;
   /** Called with each rollback this process handles (the worker sweeps the imports it put in read-back mode). */
   onRollback(listener: (rollback: Rollback) => void): void;
+  /**
+   * Grows each time one of this process's connections to Redis closes or a rollback is found: a create
+   * whose row was marked under another value must not leave (MarkInDoubtError).
+   */
+  epoch(): number;
+  /** One of this process's other connections to Redis closed (the store's own is watched here). */
+  connectionLost(): void;
   /** Writes what this process saw to the data dir and stops its timers. */
   close(): Promise<void>;
 }
@@ -139,6 +174,7 @@ export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatc
   let handledAt = 0;
   let dirty = false;
   let closed = false;
+  let epoch = 0;
 
   const whoAmI = `${hostname()}:${process.pid}`;
   const listeners: Array<(rollback: Rollback) => void> = [];
@@ -193,6 +229,8 @@ export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatc
     const at = Date.now();
     const before = identity;
     const now = await redisIdentity();
+    // The server this handling makes safe: read first, so one that restarted meanwhile is found unchecked again.
+    const [, server] = await serverRuns();
     // Nothing may be sent anywhere in the fleet until the imports are in read-back mode.
     await redis.set(keys.rollbackHold, JSON.stringify({ at, by: whoAmI }), 'PX', HOLD_MS);
     try {
@@ -206,6 +244,8 @@ export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatc
       }
       const raised = Number(await raiseScript.run(redis, [keys.seq], [String(from + 1)]));
       high = Math.max(high, raised);
+      // Marks go again, fleet-wide, once this server is the one checked.
+      if (server) await redis.set(keys.checkedRun, server);
       identity = now;
       dirty = true;
       const rollback: Rollback = {
@@ -231,8 +271,16 @@ export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatc
     }
   }
 
-  function detect(from: number, to: number, how: string): Promise<Rollback | undefined> {
-    if (!handling && from <= handledFrom && Date.now() - handledAt < HOLD_MS) return Promise.resolve(undefined);
+  /** The run id the fleet last checked ('' when none), and the server's. */
+  async function serverRuns(): Promise<[checked: string, server: string]> {
+    const [checked, server] = (await runsScript.run(redis, [keys.checkedRun], [])) as [string, string];
+    return [checked, server];
+  }
+
+  /** `unchecked`: Redis says nobody handled its restart yet (no earlier handling can have covered it). */
+  function detect(from: number, to: number, how: string, unchecked = false): Promise<Rollback | undefined> {
+    if (!handling && !unchecked && from <= handledFrom && Date.now() - handledAt < HOLD_MS) return Promise.resolve(undefined);
+    epoch++;
     handling ??= handle(from, to, how)
       .then((rollback) => {
         handledFrom = Math.max(handledFrom, from);
@@ -256,6 +304,13 @@ export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatc
     const value = await redis.get(keys.seq);
     const seq = value === null ? 0 : Number(value);
     if (before > 0 && seq < before) return detect(before, seq, how);
+    // A server other than the one the fleet last checked: a restart or failover nobody has handled (marks are
+    // refused meanwhile). Handled as a rollback unless it fsyncs every write; the first check of all records it.
+    const [checked, server] = await serverRuns();
+    if (server && checked !== server) {
+      if (checked !== '' && !(await fsyncsEveryWrite(redis))) return detect(Math.max(before, seq), seq, `${how}, Redis having restarted since the fleet last checked it`, true);
+      await redis.set(keys.checkedRun, server);
+    }
     if (how !== 'periodic check') {
       const now = await redisIdentity();
       // A Redis that restarted or failed over since this process (or its data dir) last saw it may lack
@@ -294,6 +349,8 @@ export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatc
     every(CHECK_EVERY_MS, () => check('periodic check'));
     // A reconnect is when a restarted or failed-over Redis shows itself: checked before anything else is relied on.
     redis.on('ready', () => void check('reconnect').catch(() => undefined));
+    // A lost connection may be a server gone with what it acknowledged last: marks made before are in doubt.
+    redis.on('close', () => epoch++);
   }
 
   return {
@@ -312,6 +369,10 @@ export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatc
     check,
     onRollback(listener) {
       listeners.push(listener);
+    },
+    epoch: () => epoch,
+    connectionLost() {
+      epoch++;
     },
     async settled() {
       while (handling) await handling;

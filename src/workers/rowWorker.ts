@@ -14,7 +14,7 @@ import type { CustomerFinder } from '../customers/finder.js';
 import type { NameSearch } from '../customers/nameSearch.js';
 import type { CustomerGuard } from '../customers/guard.js';
 import type { ApiBudget } from '../redis/budget.js';
-import { createRowProtocol, type RowProtocol } from '../rows/protocol.js';
+import { createRowProtocol, type RowProtocol, type RowProtocolOptions } from '../rows/protocol.js';
 import { reasonOf } from '../api/decision.js';
 import { RowUnrunnableError, type BatchPort, type HandOn, type RowJobPort } from '../rows/interfaces.js';
 import {
@@ -66,6 +66,10 @@ export interface RowWorkerOptions {
   rollbackSettled?: () => Promise<void>;
   /** Told `import.paused` when a canary pauses its import. */
   notifier?: Pick<Notifier, 'notify'>;
+  /** A card row's sealed cells read again from its unchanged file, when Redis lost them with its job (src/import/cardCells.ts). */
+  reseal?: RowProtocolOptions['reseal'];
+  /** The rollback watch's epoch: a create marked under another value does not leave (src/store/rollback.ts). */
+  markEpoch?: () => number;
 }
 
 /** Ends a worker's name in the fleet (BullMQ's client name) when it cannot open card data. */
@@ -100,6 +104,8 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
     markSync: options.markSync,
     rollbackSettled: options.rollbackSettled,
     runGate: gate,
+    reseal: options.reseal,
+    markEpoch: options.markEpoch,
   });
   /**
    * A run's claim: the key of its job's lock and the token BullMQ holds there for this run. A run whose

@@ -66,6 +66,26 @@ describe('the customer index', () => {
     expect(p.sandbox.stats().requests).toBe(1);
   });
 
+  it('a delta that read from an end Redis has since lost moves no end: the next one reads the customers in between', async () => {
+    const { p, deps } = await setUp(250);
+    await refreshFull(deps);
+    const metaKey = `${p.prefix}:cix`;
+    const before = await p.runtime.redis.hgetall(metaKey);
+    // A delta reads the customers created since and moves the end; then Redis comes back without that delta (its meta
+    // as before), while a second delta, begun from the lost end, still writes what it read.
+    const lost = ['Ada', 'Bo'].map((name) => p.sandbox.store.createCustomer(customerInput({ FirstName: name, LastName: 'Lost', EmailAddress: `${name}@lost.example` })));
+    const read = await currentIndex(deps, Date.now());
+    await p.runtime.redis.hset(metaKey, before);
+    const later = p.sandbox.store.createCustomer(customerInput({ FirstName: 'Cy', LastName: 'Later', EmailAddress: 'cy@later.example' }));
+    await p.runtime.customers.remember([later], { gen: Number(before.gen), refreshedAt: Date.now(), total: p.sandbox.store.customers().length, lastId: later.CustomerID, from: read?.lastId ?? '' });
+    expect(await p.runtime.redis.hget(metaKey, 'lastId')).toBe(before.lastId);
+    // The next delta reads from the end Redis kept: the customers of the lost delta are found again.
+    const meta = await currentIndex(deps, Date.now());
+    expect(meta).toMatchObject({ lastId: later.CustomerID, total: p.sandbox.store.customers().length });
+    if (!meta) return;
+    expect(await p.runtime.customers.lookup(meta, 'i', [...lost, later].map(identityKey))).toEqual([...lost, later].map((c) => [c.CustomerID]));
+  });
+
   it('past half its allowed age, it still serves at once, and its delta is read in the background', async () => {
     const { p, deps } = await setUp(250);
     const built = (await refreshFull(deps)).meta;

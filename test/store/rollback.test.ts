@@ -12,7 +12,9 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { createImportStore, type ImportStore, type LedgerEntry } from '../../src/store/importStore.js';
-import { memoryFile, openRollbackWatch, recentRollbacks } from '../../src/store/rollback.js';
+import { MarkInDoubtError, memoryFile, openRollbackWatch, recentRollbacks } from '../../src/store/rollback.js';
+import { Slots, slottedApi } from '../../src/rows/coalesce.js';
+import type { ApiClient } from '../../src/api/client.js';
 import { REDIS_URL, deleteKeys } from '../support/pipeline.js';
 
 const prefix = `rollback-${randomBytes(4).toString('hex')}`;
@@ -127,5 +129,65 @@ describe('rollback detection', () => {
     // Its own live claim is kept: the run that holds it was told to hold, not to send.
     expect(JSON.parse((await redis.hget(store.keys.ledger(id), '1')) ?? '{}')).toMatchObject({ s: 'sent', k: 't2' });
     await watch.close();
+  });
+
+  it('a Redis server other than the one the fleet checked refuses every mark until a process has put the imports in read-back mode', async () => {
+    const { watch } = await openRollbackWatch({ redis, store, prefix, dataDir, logger, timers: false });
+    store.watchSeq(watch);
+    const id = await newImport(2);
+    const owner = { token: 't3', lockKey: `${prefix}:subsync-rows:b3:lock` };
+    await redis.set(owner.lockKey, owner.token);
+    // The start check wrote the server it checked: marks go.
+    const server = await redis.get(store.keys.checkedRun);
+    expect(server).toMatch(/^\w{40}$/);
+    expect(await store.markSent(id, [{ row: 1, entry: pending, expect: 'pending' }], owner)).toEqual(['marked']);
+    // Redis came back from persistence written by another server (a restart, a failover): the key names that one.
+    // Row 2's create went out and its mark was lost; this process's counter saw nothing wrong.
+    await redis.set(store.keys.checkedRun, 'e'.repeat(40));
+    expect(await store.markSent(id, [{ row: 2, entry: pending, expect: 'pending' }], owner)).toEqual(['held']);
+    expect((await store.getRow(id, 2))?.status).toBe('pending');
+    // The next check (this Redis does not fsync every write) handles it as a rollback, and marks go again.
+    expect(await watch.check('periodic check')).toMatchObject({ how: 'periodic check, Redis having restarted since the fleet last checked it', imports: expect.arrayContaining([id]) });
+    expect(await redis.get(store.keys.checkedRun)).toBe(server);
+    expect((await store.getRow(id, 2))?.status).toBe('sent');
+    expect(await store.markSent(id, [{ row: 2, entry: pending, expect: 'sent' }], owner)).toEqual(['marked']);
+    await watch.close();
+  });
+
+  it('a create that waited for a request slot across a lost connection to Redis does not leave; one that did not, does', async () => {
+    const { watch } = await openRollbackWatch({ redis, store, prefix, dataDir, logger, timers: false });
+    const sent: string[] = [];
+    const api = { createCustomer: async (body: { LastName: string }) => (sent.push(body.LastName), { CustomerID: '1' }) } as unknown as ApiClient;
+    const slots = new Slots(1);
+    const slotted = slottedApi(api, slots, () => watch.epoch());
+    // The only slot is taken: the create, its row marked sent, waits; meanwhile Redis goes away (its mark may go with it).
+    await slots.take();
+    const waiting = slotted.createCustomer({ LastName: 'Waited' } as never);
+    watch.connectionLost();
+    slots.give();
+    await expect(waiting).rejects.toBeInstanceOf(MarkInDoubtError);
+    // A rollback found grows the epoch too; a create marked after it leaves.
+    const before = watch.epoch();
+    await redis.set(store.keys.checkedRun, 'f'.repeat(40));
+    await watch.check('periodic check');
+    expect(watch.epoch()).toBeGreaterThan(before);
+    await slotted.createCustomer({ LastName: 'After' } as never);
+    expect(sent).toEqual(['After']);
+    await watch.close();
+  });
+
+  it('a run writing back an entry it read before its row became sent leaves the row sent; the run whose mark it is may write it pending', async () => {
+    store.watchSeq(undefined);
+    const id = await newImport(1);
+    const run = { token: 't4', lockKey: `${prefix}:subsync-rows:b4:lock` };
+    await redis.set(run.lockKey, run.token);
+    // Read-back mode made the row sent; a live run still holds the entry it read before, pending, and hands the row on.
+    await store.updateUnsettled(id, 1, { ...pending, status: 'sent' });
+    expect(await store.updateUnsettledRows(id, [{ row: 1, entry: { ...pending, attempts: 1, handed: true } }], run)).toEqual([true]);
+    expect(await store.getRow(id, 1)).toMatchObject({ status: 'sent', attempts: 1, handed: true });
+    // Its own mark, whose request proved not applied, goes back to pending.
+    expect(await store.markSent(id, [{ row: 1, entry: { ...pending, attempts: 2 }, expect: 'sent' }], run)).toEqual(['marked']);
+    expect(await store.updateUnsettledRows(id, [{ row: 1, entry: { ...pending, attempts: 2 } }], run)).toEqual([true]);
+    expect((await store.getRow(id, 1))?.status).toBe('pending');
   });
 });
