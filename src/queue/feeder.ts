@@ -250,6 +250,12 @@ export async function runningImports(redis: RedisClient, prefix: string): Promis
   return [...new Set([...turn, ...measured])];
 }
 
+/** Rows a job of the rows queue carries: a batch its rows, a row job one. */
+const rowsOfJob = (name: string, data: unknown): number => {
+  const batch = name === BATCH_JOB ? RowBatchDataSchema.safeParse(data) : undefined;
+  return batch?.success ? batch.data.rows.length : 1;
+};
+
 const safeJson = (text: string): unknown => {
   try {
     return JSON.parse(text);
@@ -387,10 +393,30 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
     const upper = queued + (counts.active ?? 0) * ROWS_PER_BATCH;
     if (upper < ahead) return upper;
     let rows = queued;
-    for (const job of await queues.rows.getActive()) {
-      const data = RowBatchDataSchema.safeParse(job.data);
-      rows += job.name === BATCH_JOB && data.success ? data.data.rows.length : 1;
+    for (const n of await activeRows()) rows += n;
+    return rows;
+  }
+
+  // Rows of each active job by id: a job's rows never change once queued, so
+  // each is read once when it turns active, not every tick while it runs.
+  let activeRowsById = new Map<string, number>();
+
+  /** The rows of each job held by workers (a row job one, a batch its rows). */
+  async function activeRows(): Promise<number[]> {
+    const ids = await queues.rows.getRanges(['active']);
+    const unknown = ids.filter((id) => !activeRowsById.has(id));
+    const jobs = await Promise.all(unknown.map((id) => queues.rows.getJob(id)));
+    const known = new Map<string, number>();
+    for (const job of jobs) if (job?.id !== undefined) activeRowsById.set(job.id, rowsOfJob(job.name, job.data));
+    // A job gone before it was read (it settled meanwhile) counts nothing, as it did when read whole.
+    const rows: number[] = [];
+    for (const id of ids) {
+      const n = activeRowsById.get(id);
+      if (n === undefined) continue;
+      known.set(id, n);
+      rows.push(n);
     }
+    activeRowsById = known;
     return rows;
   }
 
@@ -460,11 +486,13 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
   }
 
   async function release(): Promise<number> {
-    const [use, turn] = await Promise.all([budgetUse(redis, storeKeys), redis.zrange(keys.turn, 0, -1)]);
-    const ahead = await rowsAhead(use, await shareExport(turn));
+    const turn = await redis.zrange(keys.turn, 0, -1);
+    const exportShare = await shareExport(turn);
+    // No backlog: nothing to release, so neither the budget nor the queue is read.
+    if (turn.length === 0) return 0;
+    const ahead = await rowsAhead(await budgetUse(redis, storeKeys), exportShare);
     let room = ahead - (await rowsInFlight(ahead));
     if (room <= 0) return 0;
-    if (turn.length === 0) return 0;
     const found = await redis.hmget(keys.priorities, ...turn);
     const priorities = new Map(turn.map((id, i) => [id, ImportPrioritySchema.catch('normal').parse(found[i] ?? 'normal')]));
     const taken: Array<{ importId: string; block: number; data: RowBatchData }> = [];

@@ -225,6 +225,9 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
   const slotted = slottedApi(api, slots, options.markEpoch);
   // Ledger writes are gathered for GATHER_MS only while rows wait for a slot (their wait costs no request).
   const gather = (): number => (slots.waiting > 0 ? GATHER_MS : 0);
+  // Settles are gathered longer: no request waits behind them, only their job's end, and at 20-50 ms of
+  // service latency the answers come spread out, so a short window settled a few rows per script call.
+  const gatherSettles = (): number => (slots.waiting > 0 ? SETTLE_GATHER_MS : 0);
   const gate = options.runGate ?? ALWAYS_GO;
   let closing = false;
   // Import records do not change once enqueued (but for counts, kept elsewhere).
@@ -302,7 +305,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     if (result.complete) await options.onComplete(importId, result.round);
     await gate.settled(importId, rows.map((r) => r.row));
     return result.applied;
-  }, gather);
+  }, gatherSettles);
 
   /**
    * The guard's index learns the customers these rows created, and their
@@ -718,3 +721,10 @@ function addTo(total: RunFigures, figures: CallFigures & Partial<RunFigures>): v
  * these, and batches take the rows not started back.
  */
 const ADMITTED_PER_SLOT = 4;
+
+/**
+ * How long settles are gathered while rows wait for a slot. A settled row
+ * has left its admitted place already, so the wait delays only when its job
+ * (or batch) completes, by a small part of the time a batch runs.
+ */
+const SETTLE_GATHER_MS = 4 * GATHER_MS;
