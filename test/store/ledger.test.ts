@@ -4,32 +4,19 @@
  * settling them once, telling when an import is complete, reopening.
  */
 import { randomUUID } from 'node:crypto';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createRedis, deleteKeysWithPrefix, type RedisClient } from '../../src/redis/redis.js';
-import { createImportStore, type ImportStore } from '../../src/store/importStore.js';
+import { describe, expect, it } from 'vitest';
 import { decodeEntry, encodeEntry, type LedgerEntry } from '../../src/store/ledger.js';
-import { REDIS_URL } from '../support/pipeline.js';
+import { useStoreOnRedis } from '../support/store.js';
 
-let redis: RedisClient;
-let prefix: string;
-let store: ImportStore;
-beforeEach(() => {
-  redis = createRedis(REDIS_URL);
-  prefix = `subsync-test-${randomUUID().slice(0, 8)}`;
-  store = createImportStore(redis, prefix);
-});
-afterEach(async () => {
-  await deleteKeysWithPrefix(redis, prefix);
-  redis.disconnect();
-});
+const t = useStoreOnRedis();
 
 const pending = (n: number): LedgerEntry => ({ cells: [`First${n}`, 'Ledger', `l${n}@example.com`], job: 'customer.create', status: 'pending', attempts: 0 });
 
 async function newImport(rows: number, options: { enqueued?: boolean } = {}): Promise<string> {
   const id = `ledger-${randomUUID().slice(0, 8)}`;
-  await store.createImport({ id, file: 'l.csv', kind: 'customers', headers: ['FirstName', 'LastName', 'EmailAddress'], paths: ['FirstName', 'LastName', 'EmailAddress'], options: { expiryFormat: 'MMYY', attempts: 3 }, createdAt: Date.now(), state: 'enqueuing', round: 0 });
-  await store.putPendingRows(id, Array.from({ length: rows }, (_, i) => ({ row: i + 1, entry: pending(i + 1) })));
-  if (options.enqueued !== false) await store.markEnqueued(id, rows);
+  await t.store.createImport({ id, file: 'l.csv', kind: 'customers', headers: ['FirstName', 'LastName', 'EmailAddress'], paths: ['FirstName', 'LastName', 'EmailAddress'], options: { expiryFormat: 'MMYY', attempts: 3 }, createdAt: Date.now(), state: 'enqueuing', round: 0 });
+  await t.store.putPendingRows(id, Array.from({ length: rows }, (_, i) => ({ row: i + 1, entry: pending(i + 1) })));
+  if (options.enqueued !== false) await t.store.markEnqueued(id, rows);
   return id;
 }
 
@@ -56,9 +43,9 @@ describe('the ledger encoding', () => {
     expect(decodeEntry(encodeEntry(pending(1)))).toEqual(pending(1));
 
     const id = await newImport(1);
-    await store.updateUnsettled(id, 1, { ...pending(1), status: 'sent', attempts: 1, handed: true });
-    expect(JSON.parse((await redis.hget(store.keys.ledger(id), '1')) ?? 'null')).toEqual({ c: ['First1', 'Ledger', 'l1@example.com'], j: 'customer.create', s: 'sent', a: 1, h: 1 });
-    expect(await store.getRow(id, 1)).toEqual({ ...pending(1), status: 'sent', attempts: 1, handed: true });
+    await t.store.updateUnsettled(id, 1, { ...pending(1), status: 'sent', attempts: 1, handed: true });
+    expect(JSON.parse((await t.redis.hget(t.store.keys.ledger(id), '1')) ?? 'null')).toEqual({ c: ['First1', 'Ledger', 'l1@example.com'], j: 'customer.create', s: 'sent', a: 1, h: 1 });
+    expect(await t.store.getRow(id, 1)).toEqual({ ...pending(1), status: 'sent', attempts: 1, handed: true });
   });
 
   it('refuses an entry that is not one', () => {
@@ -69,21 +56,21 @@ describe('the ledger encoding', () => {
 describe('the ledger scripts', () => {
   it('putPendingRows keeps what is there (a producer run again changes nothing)', async () => {
     const id = await newImport(2);
-    await store.updateUnsettled(id, 1, { ...pending(1), status: 'sent', attempts: 1 });
-    await store.putPendingRows(id, [{ row: 1, entry: pending(1) }, { row: 2, entry: pending(2) }]);
-    expect(await store.getRows(id, [1, 2])).toEqual([{ ...pending(1), status: 'sent', attempts: 1 }, pending(2)]);
+    await t.store.updateUnsettled(id, 1, { ...pending(1), status: 'sent', attempts: 1 });
+    await t.store.putPendingRows(id, [{ row: 1, entry: pending(1) }, { row: 2, entry: pending(2) }]);
+    expect(await t.store.getRows(id, [1, 2])).toEqual([{ ...pending(1), status: 'sent', attempts: 1 }, pending(2)]);
   });
 
   it('marks unsettled rows in one call, and refuses a row that has settled', async () => {
     const id = await newImport(3);
-    await store.settle(id, 2, { ...pending(2), status: 'created', customerId: '100002', attempts: 1 });
-    const written = await store.updateUnsettledRows(id, [
+    await t.store.settle(id, 2, { ...pending(2), status: 'created', customerId: '100002', attempts: 1 });
+    const written = await t.store.updateUnsettledRows(id, [
       { row: 1, entry: { ...pending(1), status: 'sent', attempts: 1 } },
       { row: 2, entry: { ...pending(2), status: 'sent', attempts: 2 } },
       { row: 3, entry: { ...pending(3), preexisting: [] } },
     ]);
     expect(written).toEqual([true, false, true]);
-    expect(await store.getRows(id, [1, 2, 3])).toEqual([
+    expect(await t.store.getRows(id, [1, 2, 3])).toEqual([
       { ...pending(1), status: 'sent', attempts: 1 },
       { ...pending(2), status: 'created', customerId: '100002', attempts: 1 },
       { ...pending(3), preexisting: [] },
@@ -92,7 +79,7 @@ describe('the ledger scripts', () => {
 
   it('settles each row once: counts move once, the figures of every run are added', async () => {
     const id = await newImport(3);
-    const first = await store.settleRows(
+    const first = await t.store.settleRows(
       id,
       [
         { row: 1, entry: { ...pending(1), status: 'created', customerId: '1', attempts: 1 } },
@@ -102,45 +89,45 @@ describe('the ledger scripts', () => {
     );
     expect(first).toMatchObject({ applied: [true, true], settled: 2, complete: false, round: 0 });
     // Another run settles row 1 too (its answer was late): refused, its calls still counted.
-    const second = await store.settleRows(id, [{ row: 1, entry: { ...pending(1), status: 'reconciled', customerId: '1', attempts: 2 } }], { apiCalls: 1, retries: 1, rateLimited: 0, searches: 1, reads: 0 });
+    const second = await t.store.settleRows(id, [{ row: 1, entry: { ...pending(1), status: 'reconciled', customerId: '1', attempts: 2 } }], { apiCalls: 1, retries: 1, rateLimited: 0, searches: 1, reads: 0 });
     expect(second).toMatchObject({ applied: [false], settled: 2, complete: false });
-    expect(await store.getRow(id, 1)).toMatchObject({ status: 'created', attempts: 1 });
-    const counts = await store.counts(id);
+    expect(await t.store.getRow(id, 1)).toMatchObject({ status: 'created', attempts: 1 });
+    const counts = await t.store.counts(id);
     expect(counts).toMatchObject({ settled: 2, apiCalls: 3, retries: 1, searches: 1 });
     expect(counts.byStatus).toMatchObject({ created: 1, failed: 1, reconciled: 0 });
   });
 
   it('tells complete once: by the settle of the last row, and not again', async () => {
     const id = await newImport(2);
-    expect((await store.settle(id, 1, { ...pending(1), status: 'created', customerId: '1' })).complete).toBe(false);
-    expect(await store.settle(id, 2, { ...pending(2), status: 'created', customerId: '2' })).toMatchObject({ applied: true, complete: true, settled: 2, round: 0 });
+    expect((await t.store.settle(id, 1, { ...pending(1), status: 'created', customerId: '1' })).complete).toBe(false);
+    expect(await t.store.settle(id, 2, { ...pending(2), status: 'created', customerId: '2' })).toMatchObject({ applied: true, complete: true, settled: 2, round: 0 });
     // A late settle of a settled row changes nothing and completes nothing.
-    expect(await store.settle(id, 2, { ...pending(2), status: 'failed' })).toMatchObject({ applied: false, complete: false });
+    expect(await t.store.settle(id, 2, { ...pending(2), status: 'failed' })).toMatchObject({ applied: false, complete: false });
   });
 
   it('an import whose rows all settled before its total was known is complete when the total is recorded', async () => {
     const id = await newImport(2, { enqueued: false });
-    expect((await store.settle(id, 1, { ...pending(1), status: 'invalid', job: null })).complete).toBe(false);
-    expect((await store.settle(id, 2, { ...pending(2), status: 'created', customerId: '2' })).complete).toBe(false);
-    expect(await store.markEnqueued(id, 2)).toEqual({ settled: 2, complete: true, round: 0 });
+    expect((await t.store.settle(id, 1, { ...pending(1), status: 'invalid', job: null })).complete).toBe(false);
+    expect((await t.store.settle(id, 2, { ...pending(2), status: 'created', customerId: '2' })).complete).toBe(false);
+    expect(await t.store.markEnqueued(id, 2)).toEqual({ settled: 2, complete: true, round: 0 });
   });
 
   it('reopens a settled row for a retry: out of its count, a new round, and again complete when it settles', async () => {
     const id = await newImport(1);
-    await store.settle(id, 1, { ...pending(1), status: 'failed', note: 'refused', attempts: 1 });
-    expect(await store.reopenRow(id, 1, { ...pending(1), attempts: 1, handed: true })).toBe(1);
-    expect(await store.reopenRow(id, 1, { ...pending(1), attempts: 1, handed: true })).toBeUndefined();
-    expect((await store.counts(id)).byStatus.failed).toBe(0);
-    expect(await store.settle(id, 1, { ...pending(1), status: 'created', customerId: '1', attempts: 2 })).toMatchObject({ applied: true, complete: true, round: 1 });
+    await t.store.settle(id, 1, { ...pending(1), status: 'failed', note: 'refused', attempts: 1 });
+    expect(await t.store.reopenRow(id, 1, { ...pending(1), attempts: 1, handed: true })).toBe(1);
+    expect(await t.store.reopenRow(id, 1, { ...pending(1), attempts: 1, handed: true })).toBeUndefined();
+    expect((await t.store.counts(id)).byStatus.failed).toBe(0);
+    expect(await t.store.settle(id, 1, { ...pending(1), status: 'created', customerId: '1', attempts: 2 })).toMatchObject({ applied: true, complete: true, round: 1 });
   });
 
   it('marks a round finished only while it is the current one', async () => {
     const id = await newImport(1);
-    await store.settle(id, 1, { ...pending(1), status: 'failed', note: 'refused' });
-    await store.reopenRow(id, 1, pending(1));
-    expect(await store.markFinished(id, 0, '/tmp/r0', 60)).toBe(false);
-    expect(await store.markFinished(id, 1, '/tmp/r1', 60)).toBe(true);
-    expect(await store.getImport(id)).toMatchObject({ round: 1, resultsDir: '/tmp/r1' });
+    await t.store.settle(id, 1, { ...pending(1), status: 'failed', note: 'refused' });
+    await t.store.reopenRow(id, 1, pending(1));
+    expect(await t.store.markFinished(id, 0, '/tmp/r0', 60)).toBe(false);
+    expect(await t.store.markFinished(id, 1, '/tmp/r1', 60)).toBe(true);
+    expect(await t.store.getImport(id)).toMatchObject({ round: 1, resultsDir: '/tmp/r1' });
   });
 });
 
