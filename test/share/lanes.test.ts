@@ -59,10 +59,7 @@ describe('the budget shared by the imports and the export', () => {
     const exported = await reserve(exporter, 4, 40);
     const imported = await importing;
     // Over the span where both held slots: the export's share of them.
-    const end = Math.min(Math.max(...exported), Math.max(...imported));
-    const start = Math.max(Math.min(...exported), Math.min(...imported));
-    const inBoth = (slots: number[]): number => slots.filter((at) => at >= start && at <= end).length;
-    const share = inBoth(exported) / (inBoth(exported) + inBoth(imported));
+    const { start, end, inBoth, share } = overlap(exported, imported);
     expect(share).toBeGreaterThan(0.33);
     expect(share).toBeLessThan(0.47);
     // One budget: never more than the rate in any second, and at least 0.97 of it used while both wait.
@@ -101,10 +98,7 @@ describe('the budget shared by the imports and the export', () => {
     await new Promise((r) => setTimeout(r, first.waitMs));
     const exported = [first.at, ...(await reserve(exporter, 4, 12))];
     const imported = await importing;
-    const end = Math.min(Math.max(...exported), Math.max(...imported));
-    const start = Math.max(Math.min(...exported), Math.min(...imported));
-    const inBoth = (slots: number[]): number => slots.filter((at) => at >= start && at <= end).length;
-    const share = inBoth(exported) / (inBoth(exported) + inBoth(imported));
+    const { share } = overlap(exported, imported);
     expect(share).toBeGreaterThan(0.42);
     expect(share).toBeLessThan(0.58);
     // Still one clock: never more than the rate in a second, no two slots closer than its spacing.
@@ -113,3 +107,11 @@ describe('the budget shared by the imports and the export', () => {
     expect(Math.min(...all.slice(1).map((at, i) => at - (all[i] ?? 0)))).toBeGreaterThan(spacing - 0.01);
   });
 });
+
+/** The span where both classes held slots, a count of slots within it, and the export's share of them. */
+function overlap(exported: number[], imported: number[]): { start: number; end: number; inBoth: (slots: number[]) => number; share: number } {
+  const end = Math.min(Math.max(...exported), Math.max(...imported));
+  const start = Math.max(Math.min(...exported), Math.min(...imported));
+  const inBoth = (slots: number[]): number => slots.filter((at) => at >= start && at <= end).length;
+  return { start, end, inBoth, share: inBoth(exported) / (inBoth(exported) + inBoth(imported)) };
+}

@@ -53,6 +53,16 @@ async function newImport(rows: number): Promise<string> {
   return id;
 }
 
+/** A rollback watch on the store (no timers), an import of `rows` pending rows, and a run holding its job's lock as `token`. */
+async function watchedImport(rows: number, token: string): Promise<{ watch: Awaited<ReturnType<typeof openRollbackWatch>>['watch']; id: string; owner: { token: string; lockKey: string } }> {
+  const { watch } = await openRollbackWatch({ redis, store, prefix, dataDir, logger, timers: false });
+  store.watchSeq(watch);
+  const id = await newImport(rows);
+  const owner = { token, lockKey: `${prefix}:subsync-rows:${token}:lock` };
+  await redis.set(owner.lockKey, owner.token);
+  return { watch, id, owner };
+}
+
 describe('rollback detection', () => {
   it('a counter that went back puts unfinished imports in read-back mode, and the data dir remembers across processes', async () => {
     const { watch } = await openRollbackWatch({ redis, store, prefix, dataDir, logger, timers: false });
@@ -116,11 +126,7 @@ describe('rollback detection', () => {
   });
 
   it('a mark answered below what was seen is held and handled at once', async () => {
-    const { watch } = await openRollbackWatch({ redis, store, prefix, dataDir, logger, timers: false });
-    store.watchSeq(watch);
-    const id = await newImport(1);
-    const owner = { token: 't2', lockKey: `${prefix}:subsync-rows:b2:lock` };
-    await redis.set(owner.lockKey, owner.token);
+    const { watch, id, owner } = await watchedImport(1, 't2');
     await watch.check('start');
     await redis.set(store.keys.seq, String(watch.high() - 5));
     expect(await store.markSent(id, [{ row: 1, entry: pending, expect: 'pending' }], owner)).toEqual(['held']);
@@ -132,11 +138,7 @@ describe('rollback detection', () => {
   });
 
   it('a Redis server other than the one the fleet checked refuses every mark until a process has put the imports in read-back mode', async () => {
-    const { watch } = await openRollbackWatch({ redis, store, prefix, dataDir, logger, timers: false });
-    store.watchSeq(watch);
-    const id = await newImport(2);
-    const owner = { token: 't3', lockKey: `${prefix}:subsync-rows:b3:lock` };
-    await redis.set(owner.lockKey, owner.token);
+    const { watch, id, owner } = await watchedImport(2, 't3');
     // The start check wrote the server it checked: marks go.
     const server = await redis.get(store.keys.checkedRun);
     expect(server).toMatch(/^\w{40}$/);
