@@ -403,7 +403,8 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
 
   /** The rows of each job held by workers (a row job one, a batch its rows). */
   async function activeRows(): Promise<number[]> {
-    const ids = await queues.rows.getRanges(['active']);
+    // Every active id: getRanges answers only the first two unless given the whole range.
+    const ids = await queues.rows.getRanges(['active'], 0, -1);
     const unknown = ids.filter((id) => !activeRowsById.has(id));
     const jobs = await Promise.all(unknown.map((id) => queues.rows.getJob(id)));
     const known = new Map<string, number>();

@@ -1,6 +1,7 @@
+import { Worker } from 'bullmq';
 import { describe, expect, it, afterEach } from 'vitest';
 import { createFeeder, feedKeys, importSchedule, pushBacklog } from '../../src/queue/feeder.js';
-import { BATCH_PRIORITY, batchJobId, type RowBatchData } from '../../src/queue/queues.js';
+import { BATCH_PRIORITY, ROWS_QUEUE, batchJobId, type RowBatchData } from '../../src/queue/queues.js';
 import { startPipeline, until, type Pipeline } from '../support/pipeline.js';
 import type { Runtime } from '../../src/runtime.js';
 
@@ -40,6 +41,22 @@ describe('the feeder', () => {
     expect(queued.every((job) => job.opts.priority === BATCH_PRIORITY)).toBe(true);
     // Full: nothing more until jobs leave the queue.
     expect(await feeder.runOnce()).toBe(0);
+    await feeder.close();
+  });
+
+  it('counts every batch workers hold against the room, however many', async () => {
+    pipeline = await startPipeline({ workers: false, seed: false });
+    const { redis, queues } = pipeline.runtime;
+    await pushBacklog(redis, pipeline.prefix, 'big', Array.from({ length: 10 }, (_, b) => batch('big', b)), 'normal', 1);
+    const feeder = feederOf(pipeline.runtime, 5 * 25);
+    expect(await feeder.runOnce()).toBe(5);
+    // Workers take four of the five (taken by hand: nothing runs them), so one waits and four are active.
+    const taker = new Worker(ROWS_QUEUE, null, { connection: redis.duplicate(), prefix: queues.prefix, autorun: false });
+    for (let i = 0; i < 4; i++) expect(await taker.getNextJob(`taker-${i}`)).toBeDefined();
+    expect(await queues.rows.getActiveCount()).toBe(4);
+    // Five batches in flight fill the room: nothing more is released.
+    expect(await feeder.runOnce()).toBe(0);
+    await taker.close();
     await feeder.close();
   });
 
