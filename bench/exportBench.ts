@@ -99,7 +99,7 @@ export async function exportBench(customers: number): Promise<BenchRow[]> {
     await sandbox.close();
   }
   const raw = (rawBefore + rawAfter) / 2;
-  const size = `${customers.toLocaleString('en')} customers${customers === 100_000 ? '' : ' (issue: 100,000)'}`;
+  const size = `${customers.toLocaleString('en')} customers${customers === 100_000 ? '' : ' (the full size: 100,000)'}`;
   return [
     { figure: `4. Export ${size}, one \`subsync worker\` process, enqueue to done (rows/s)`, subsync: rowsPerSecond, baseline: raw, baselineLabel: `raw undici paging in its own process, take=${PAGE}, concurrency ${CONCURRENCY}, mean of before and after (rows/s)`, note: 'file, manifest and spool included' },
     { figure: `4. Export ${size}: worker peak RSS (MB, VmHWM)`, subsync: rss ?? 'not measured', baseline: 200, baselineLabel: 'target (MB)', note: 'whole worker process' },

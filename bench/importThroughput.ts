@@ -81,7 +81,7 @@ export async function importThroughput(rows: number, concurrencies: number[]): P
         subsync: sub.rowsPerSecond,
         baseline: raw,
         baselineLabel: 'raw undici creates, same concurrency (req/s)',
-        note: `${rows === 20_000 ? 'issue size' : 'issue: 20,000'}${concurrency === 32 ? '; target ratio ≥ 0.85' : ''}`,
+        note: `${rows === 20_000 ? 'full size' : 'full size: 20,000'}${concurrency === 32 ? '; target ratio ≥ 0.85' : ''}`,
       });
     }
     return out;

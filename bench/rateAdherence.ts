@@ -64,7 +64,7 @@ export async function rateAdherence(rows: number, limit: number): Promise<BenchR
   try {
     const file = path.join(dir, 'customers.csv');
     await writeCustomersCsv(file, rows);
-    const size = `${rows.toLocaleString('en')} rows${rows === 4000 ? '' : ' (issue: 4,000)'}`;
+    const size = `${rows.toLocaleString('en')} rows${rows === 4000 ? '' : ' (the full size: 4,000)'}`;
     const known = await rateRun(file, rows, limit, limit);
     log(`rate ${limit} known: ${known.achieved.toFixed(1)} req/s, ${known.rateLimited} × 429 of ${known.requests}`);
     const unknown = await rateRun(file, rows, limit, undefined);

@@ -1,11 +1,11 @@
 /**
  * `npm run bench`: one table of figures measured in one run on this machine,
- * each beside a baseline measured in the same run (or a target, where the
- * issue gives one), with the ratio. Nothing here asserts; it prints.
+ * each beside a baseline measured in the same run (or its target, where it
+ * has one), with the ratio. Nothing here asserts; it prints.
  *
  * One file per measurement (apiClient, importThroughput, producer,
  * rateAdherence, exportBench); this file orchestrates and prints. Sizes are
- * the issue's (about 7 minutes on 2 cores), each row naming its size; for a
+ * the full ones (about 15 minutes on 2 cores), each row naming its size; for a
  * quicker look set BENCH_IMPORT_ROWS, BENCH_PRODUCER_SMALL,
  * BENCH_PRODUCER_LARGE, BENCH_RATE_ROWS, BENCH_EXPORT_CUSTOMERS,
  * BENCH_LATENCY_ROWS, BENCH_DURABLE_ROWS, BENCH_CUSTOMER_BASES (e.g. 10000,100000), BENCH_HISTORY_ROWS,
