@@ -75,17 +75,23 @@ export interface IndexBuild {
   fields: string[];
 }
 
+// Lua: adds a CustomerID to a key's comma-separated list in its bucket, unless it is there.
+const ADD_ID_LUA = `
+local function addId(bucket, field, id)
+  local current = redis.call('HGET', bucket, field)
+  if not current then
+    redis.call('HSET', bucket, field, id)
+  elseif not string.find(',' .. current .. ',', ',' .. id .. ',', 1, true) then
+    redis.call('HSET', bucket, field, current .. ',' .. id)
+  end
+end`;
+
 // KEYS: one bucket per entry. ARGV: (digest, CustomerID) per KEYS entry.
 // Adds the CustomerID to the key's list unless it is there.
-const ADD_SCRIPT = `
+const ADD_SCRIPT = `${ADD_ID_LUA}
 for i = 1, #KEYS do
   local field, id = ARGV[2 * i - 1], ARGV[2 * i]
-  local current = redis.call('HGET', KEYS[i], field)
-  if not current then
-    redis.call('HSET', KEYS[i], field, id)
-  elseif not string.find(',' .. current .. ',', ',' .. id .. ',', 1, true) then
-    redis.call('HSET', KEYS[i], field, current .. ',' .. id)
-  end
+  addId(KEYS[i], field, id)
 end
 return #KEYS
 `;
@@ -124,7 +130,7 @@ return reply
 // After creates: the customers' keys added to the index (as ADD_SCRIPT), and the creating rows'
 // claims released (as RELEASE_SCRIPT). KEYS: claims, then one bucket per key added.
 // ARGV: the number of claims R, R × (digest, claimant), then (digest, CustomerID) per bucket.
-const CREATED_SCRIPT = `
+const CREATED_SCRIPT = `${ADD_ID_LUA}
 local releases = tonumber(ARGV[1])
 for i = 1, releases do
   local digest, claimant = ARGV[2 * i], ARGV[2 * i + 1]
@@ -133,12 +139,7 @@ end
 local base = 1 + 2 * releases
 for i = 2, #KEYS do
   local field, id = ARGV[base + 2 * (i - 1) - 1], ARGV[base + 2 * (i - 1)]
-  local current = redis.call('HGET', KEYS[i], field)
-  if not current then
-    redis.call('HSET', KEYS[i], field, id)
-  elseif not string.find(',' .. current .. ',', ',' .. id .. ',', 1, true) then
-    redis.call('HSET', KEYS[i], field, current .. ',' .. id)
-  end
+  addId(KEYS[i], field, id)
 end
 return #KEYS - 1
 `;
