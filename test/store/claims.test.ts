@@ -9,6 +9,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createImportStore, type ImportStore, type LedgerEntry, type RunClaim, type SeqWatch } from '../../src/store/importStore.js';
 import { REDIS_URL, deleteKeys } from '../support/pipeline.js';
+import { newPendingImport } from '../support/store.js';
 
 const prefix = `claims-${randomBytes(4).toString('hex')}`;
 let redis: Redis;
@@ -42,13 +43,7 @@ async function run(job: string): Promise<RunClaim> {
   return claim;
 }
 
-async function newImport(rows: number): Promise<string> {
-  const id = randomBytes(6).toString('hex');
-  await store.createImport({ id, file: 'f.csv', kind: 'customers', headers: ['FirstName', 'LastName'], paths: ['FirstName', 'LastName'], options: { expiryFormat: 'MMYY', attempts: 3 }, createdAt: Date.now(), state: 'enqueuing', round: 0 });
-  await store.putPendingRows(id, Array.from({ length: rows }, (_, i) => ({ row: i + 1, entry: pending })));
-  await store.markEnqueued(id, rows);
-  return id;
-}
+const newImport = (rows: number): Promise<string> => newPendingImport(store, rows, pending);
 
 describe('sent marks as claims', () => {
   it('marks a pending row for the run that holds its lock, and refuses a run that lost it', async () => {

@@ -16,6 +16,7 @@ import { MarkInDoubtError, memoryFile, openRollbackWatch, recentRollbacks } from
 import { Slots, slottedApi } from '../../src/rows/coalesce.js';
 import type { ApiClient } from '../../src/api/client.js';
 import { REDIS_URL, deleteKeys } from '../support/pipeline.js';
+import { newPendingImport } from '../support/store.js';
 
 const prefix = `rollback-${randomBytes(4).toString('hex')}`;
 let redis: Redis;
@@ -45,13 +46,7 @@ afterAll(async () => {
 
 const pending: LedgerEntry = { cells: ['Ana', 'Lind'], job: 'customer.create', status: 'pending', attempts: 0 };
 
-async function newImport(rows: number): Promise<string> {
-  const id = randomBytes(6).toString('hex');
-  await store.createImport({ id, file: 'f.csv', kind: 'customers', headers: ['FirstName', 'LastName'], paths: ['FirstName', 'LastName'], options: { expiryFormat: 'MMYY', attempts: 3 }, createdAt: Date.now(), state: 'enqueuing', round: 0 });
-  await store.putPendingRows(id, Array.from({ length: rows }, (_, i) => ({ row: i + 1, entry: pending })));
-  await store.markEnqueued(id, rows);
-  return id;
-}
+const newImport = (rows: number): Promise<string> => newPendingImport(store, rows, pending);
 
 /** A rollback watch on the store (no timers), an import of `rows` pending rows, and a run holding its job's lock as `token`. */
 async function watchedImport(rows: number, token: string): Promise<{ watch: Awaited<ReturnType<typeof openRollbackWatch>>['watch']; id: string; owner: { token: string; lockKey: string } }> {

@@ -1,7 +1,7 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { afterEach, beforeEach } from 'vitest';
 import { createRedis, deleteKeysWithPrefix, type RedisClient } from '../../src/redis/redis.js';
-import { createImportStore, type ImportStore } from '../../src/store/importStore.js';
+import { createImportStore, type ImportStore, type LedgerEntry } from '../../src/store/importStore.js';
 import { REDIS_URL } from './pipeline.js';
 
 /** A test's import store: on the real Redis, under a key prefix of the test's own. */
@@ -28,4 +28,13 @@ export function useStoreOnRedis(): StoreOnRedis {
     world.redis.disconnect();
   });
   return world;
+}
+
+/** A customers import of `rows` rows, each `entry`, enqueued: what the ledger scripts start from. */
+export async function newPendingImport(store: ImportStore, rows: number, entry: LedgerEntry): Promise<string> {
+  const id = randomBytes(6).toString('hex');
+  await store.createImport({ id, file: 'f.csv', kind: 'customers', headers: ['FirstName', 'LastName'], paths: ['FirstName', 'LastName'], options: { expiryFormat: 'MMYY', attempts: 3 }, createdAt: Date.now(), state: 'enqueuing', round: 0 });
+  await store.putPendingRows(id, Array.from({ length: rows }, (_, i) => ({ row: i + 1, entry })));
+  await store.markEnqueued(id, rows);
+  return id;
 }
