@@ -6,7 +6,7 @@ import type { Dashboard } from '../../src/dashboard/server.js';
 import { enqueueExport } from '../../src/export/job.js';
 import { scheduleExport } from '../../src/export/schedule.js';
 import { root } from '../support/cli.js';
-import { CHROMIUM_HINT, findChromium, underCi } from './chromium.js';
+import { CHROMIUM_HINT, findChromium, reloadPage, underCi } from './chromium.js';
 import { startTestDashboard, TOKEN } from '../support/dashboard.js';
 import { importAndFinish, SIGNUPS_CSV, waitFinished } from '../support/imports.js';
 import { redisText, startPipeline, until, type Pipeline } from '../support/pipeline.js';
@@ -153,7 +153,7 @@ describe.runIf(RUN)('dashboard in a browser', () => {
       // The row signs up: the page follows by itself (it polls, and reloads when the import finishes again).
       await waitFinished(pipeline, id, (s) => s.counts['signed-up'] === 3);
       await page.locator('[data-field="count-signed-up"]', { hasText: /^3$/ }).waitFor({ timeout: 15_000 });
-      await page.reload();
+      await reloadPage(page);
       expect(await page.locator('tr[data-row="2"]').count()).toBe(0);
       expect(await page.locator('table.rows > tbody > tr').count()).toBe(1);
       await shot(page, '07-import-after-retry');

@@ -7,7 +7,7 @@
 import { accessSync, constants, statSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type Page } from 'playwright-core';
 
 export const CHROMIUM_NAMES = ['chromium', 'chromium-browser', 'google-chrome', 'google-chrome-stable'] as const;
 
@@ -56,4 +56,20 @@ export async function launchChromium(screenshots: string): Promise<Browser> {
   if (CHROMIUM === undefined) throw new Error(`CI=true and ${CHROMIUM_HINT}`);
   await mkdir(screenshots, { recursive: true });
   return chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+}
+
+/**
+ * Reloads the page. A page with live progress reloads itself when an
+ * import's state changes, and a reload of the test's own that crosses it is
+ * aborted (net::ERR_ABORTED): it is then made again, up to three times.
+ */
+export async function reloadPage(page: Page): Promise<void> {
+  for (let tries = 1; ; tries++) {
+    try {
+      await page.reload();
+      return;
+    } catch (error) {
+      if (tries >= 3) throw error;
+    }
+  }
 }

@@ -15,7 +15,7 @@ import { root } from '../support/cli.js';
 import { startTestDashboard, TOKEN } from '../support/dashboard.js';
 import { importAndFinish, SIGNUPS_CSV, waitFinished } from '../support/imports.js';
 import { startPipeline, until, type Pipeline } from '../support/pipeline.js';
-import { browserTestRuns, launchChromium } from './chromium.js';
+import { browserTestRuns, launchChromium, reloadPage } from './chromium.js';
 
 const SCREENSHOTS = path.join(root, 'test-output', 'screenshots');
 const RUN = browserTestRuns('the history browser test');
@@ -73,7 +73,7 @@ describe.runIf(RUN)('history, charts and search in a browser', () => {
       const finished = await waitFinished(pipeline, id);
       expect(finished.counts).toMatchObject({ created: 240, invalid: 1 });
       expect(finished.rateLimited).toBeGreaterThan(0);
-      await page.reload();
+      await reloadPage(page);
       const points = Number(await rowsChart.getAttribute('data-points'));
       expect(points).toBeGreaterThan(0);
       expect(await page.locator('svg[data-chart="429s"] rect.point').count()).toBe(points - 1);

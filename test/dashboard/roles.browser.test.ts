@@ -12,7 +12,7 @@ import { recordAudit } from '../../src/audit/trail.js';
 import { AUDIT_PAGE_SIZE } from '../../src/dashboard/audit.js';
 import { startDashboard, type Dashboard } from '../../src/dashboard/server.js';
 import { root } from '../support/cli.js';
-import { browserTestRuns, launchChromium } from './chromium.js';
+import { browserTestRuns, launchChromium, reloadPage } from './chromium.js';
 import { importAndFinish } from '../support/imports.js';
 import { startPipeline, type Pipeline } from '../support/pipeline.js';
 
@@ -116,7 +116,7 @@ describe.runIf(RUN)('roles and the audit trail in a browser', () => {
 
       // A page at a time, newest first.
       for (let i = 0; i < AUDIT_PAGE_SIZE; i++) await recordAudit(pipeline.runtime.redis, pipeline.runtime.config, { actor: 'cli:bulk', action: 'retry', target: `bulk-${i}` });
-      await page.reload();
+      await reloadPage(page);
       expect(await rows.count()).toBe(AUDIT_PAGE_SIZE);
       expect(await page.locator('p.pager').first().textContent()).toContain(`Entries 1–${AUDIT_PAGE_SIZE} of ${AUDIT_PAGE_SIZE + 3}`);
       await page.locator('a[rel="next"]').first().click();
