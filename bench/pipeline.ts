@@ -21,15 +21,26 @@
  * 0,20,50), BENCH_PIPELINE_RATE_ROWS (default 4,000) shrink it for a quick look.
  * BENCH_PIPELINE_PROF=<dir> writes a CPU profile of the worker of each
  * latency there (node --cpu-prof; its sampling costs the worker some CPU).
+ * BENCH_PIPELINE_SLOWLOG=1 logs the time Redis spent per script and
+ * command (its slow log at 0 µs: it slows Redis, so the figures of that
+ * run are not comparable). BENCH_PIPELINE_ALLOW_DUPLICATES=1 imports with
+ * --allow-duplicates (no duplicate guard): the guard's cost is the
+ * difference.
+ *
+ * Beside both, the exactly-once floor: the raw loop's requests with a
+ * `sent` mark before each and a settle after, in Redis, gathered per turn
+ * of the event loop as subsync gathers them. It is what the protocol alone
+ * costs, so the distance from it to subsync is subsync's own code.
  */
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { Pool } from 'undici';
 import { importFile } from '../src/import/producer.js';
+import { coalesce } from '../src/redis/coalesce.js';
 import { createBodies } from './importThroughput.js';
 import { writeCustomersCsv } from './make-customers.js';
 import { rateRun } from './rateAdherence.js';
@@ -71,6 +82,8 @@ export async function pipelineBench(options: { rows: number; latencies: number[]
     for (const latencyMs of latencies) {
       const raw = await rawLoop(bodies, latencyMs);
       log(`pipeline ${latencyMs} ms: raw ${raw.rowsPerSecond.toFixed(0)} rows/s, ${raw.cpuUs.toFixed(0)} µs/row`);
+      const floor = await floorLoop(bodies, latencyMs, redis);
+      log(`pipeline ${latencyMs} ms: floor ${floor.rowsPerSecond.toFixed(0)} rows/s, ${floor.cpuUs.toFixed(0)} µs/row ${JSON.stringify(floor.parts)}`);
       const sub = await subsyncSide(file, rows, latencyMs, redis);
       log(`pipeline ${latencyMs} ms: subsync ${sub.rowsPerSecond.toFixed(0)} rows/s, ${sub.cpuUs.toFixed(0)} µs/row ${JSON.stringify(sub.parts)}, ${sub.redisCalls?.toFixed(1)} Redis commands/row`);
       const size = `${rows.toLocaleString('en')} creates, c${CONCURRENCY}, ${latencyMs} ms`;
@@ -82,6 +95,13 @@ export async function pipelineBench(options: { rows: number; latencies: number[]
         baseline: raw.rowsPerSecond,
         baselineLabel: 'raw undici Pool, 32 connections (rows/s)',
         note: target === undefined ? 'no target (both bound by the CPU at 0 ms)' : verdict(speed >= target, `target ≥ ${target.toFixed(2)}`),
+      });
+      out.push({
+        figure: `Pipeline: ${size}: CPU per row (µs), the exactly-once floor (a sent mark and a settle in Redis around each request) / raw loop`,
+        subsync: floor.cpuUs,
+        baseline: raw.cpuUs,
+        baselineLabel: 'raw loop process (µs/row)',
+        note: `what the protocol alone costs, for scale: loop ${floor.parts.loop?.toFixed(0)}, Redis ${floor.parts.redis?.toFixed(0)}; ${floor.rowsPerSecond.toFixed(0)} rows/s`,
       });
       const cpu = sub.cpuUs / raw.cpuUs;
       const parts = Object.entries(sub.parts).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(', ');
@@ -132,6 +152,60 @@ async function rawLoop(bodies: string[], latencyMs: number): Promise<Side> {
   }
 }
 
+// The floor's ledger: a row is marked sent unless settled, and settled once. KEYS: the ledger hash. ARGV: rows (mark), or row, CustomerID pairs (settle).
+const FLOOR_MARK_LUA = `local out = {}
+for i = 1, #ARGV do
+  local now = redis.call('HGET', KEYS[1], ARGV[i])
+  if now == false or now == 'p' then redis.call('HSET', KEYS[1], ARGV[i], 's'); out[i] = 1 else out[i] = 0 end
+end
+return out`;
+const FLOOR_SETTLE_LUA = `local out = {}
+for i = 1, #ARGV, 2 do
+  local now = redis.call('HGET', KEYS[1], ARGV[i])
+  if now == 's' then redis.call('HSET', KEYS[1], ARGV[i], 'c' .. ARGV[i + 1]); out[#out + 1] = 1 else out[#out + 1] = 0 end
+end
+return out`;
+
+/**
+ * The floor of any loop that creates nothing twice: the raw loop's requests,
+ * each row marked `sent` in Redis before its request leaves and settled
+ * after its answer, the marks and settles of one turn of the event loop in
+ * one script call each (as subsync gathers them). No CSV, no queue, no
+ * guard, no budget: what exactly-once alone costs over a bare request. Its
+ * CPU is this process's and Redis's.
+ */
+async function floorLoop(bodies: string[], latencyMs: number, redis: OwnRedis): Promise<Side> {
+  const sandbox = await spawnSandbox(latencyMs > 0 ? ['--latency', String(latencyMs)] : []);
+  const pool = new Pool(sandbox.url, { connections: CONCURRENCY, pipelining: 1 });
+  const client = new Redis(redis.url);
+  const ledger = `floor:${Date.now()}`;
+  const answers = (reply: unknown, n: number): boolean[] => {
+    if (!Array.isArray(reply) || reply.length !== n) throw new Error(`floor: unexpected script reply ${String(reply)}`);
+    return reply.map((v) => v === 1);
+  };
+  const mark = coalesce<string, boolean>(async (_k, rows) => answers(await client.eval(FLOOR_MARK_LUA, 1, ledger, ...rows), rows.length));
+  const settle = coalesce<[string, string], boolean>(async (_k, pairs) => answers(await client.eval(FLOOR_SETTLE_LUA, 1, ledger, ...pairs.flat()), pairs.length));
+  try {
+    const before = { self: process.cpuUsage(), redis: await processCpuMs(redis.pid) };
+    const seconds = await runConcurrent(bodies.length, CONCURRENCY, async (i) => {
+      const row = String(i);
+      if (!(await mark('', row))) throw new Error(`floor: row ${row} not marked`);
+      const response = await pool.request({ method: 'POST', path: '/json/customers', headers: { 'content-type': 'application/json' }, body: bodies[i] });
+      const created = (await response.body.json()) as { CustomerID?: string };
+      if (!(await settle('', [row, String(created.CustomerID)]))) throw new Error(`floor: row ${row} not settled`);
+    });
+    const used = process.cpuUsage(before.self);
+    const self = (used.user + used.system) / bodies.length;
+    const redisUs = (1000 * ((await processCpuMs(redis.pid)) - before.redis)) / bodies.length;
+    return { rowsPerSecond: bodies.length / seconds, cpuUs: self + redisUs, parts: { loop: self, redis: redisUs } };
+  } finally {
+    await client.del(ledger);
+    client.disconnect();
+    await pool.close();
+    await sandbox.close();
+  }
+}
+
 /** One import of `file` through one worker process at concurrency 32, from its start to its results written. */
 async function subsyncSide(file: string, rows: number, latencyMs: number, redis: OwnRedis): Promise<Side> {
   const sandbox = await spawnSandbox(latencyMs > 0 ? ['--latency', String(latencyMs)] : []);
@@ -142,9 +216,10 @@ async function subsyncSide(file: string, rows: number, latencyMs: number, redis:
   const worker = spawnCli(['worker', '--concurrency', String(CONCURRENCY)], env, { nodeArgs });
   try {
     await waitForLine(worker, /worker running/, 20_000);
-    const before = { worker: await processCpuMs(worker.child.pid), redis: await processCpuMs(redis.pid), self: process.cpuUsage(), calls: await redis.commands() };
+    if (process.env.BENCH_PIPELINE_SLOWLOG) await redis.slowlog(true);
+    const before = { worker: await processCpuMs(worker.child.pid), redis: await processCpuMs(redis.pid), self: process.cpuUsage(), calls: await redis.commands(), byCommand: await redis.byCommand() };
     const started = Date.now();
-    const result = await importFile({ file, kind: 'customers' }, { store: bench.runtime.store, queues: bench.runtime.queues, keyring: undefined, logger: bench.runtime.logger, redis: bench.runtime.redis });
+    const result = await importFile({ file, kind: 'customers', ...(process.env.BENCH_PIPELINE_ALLOW_DUPLICATES ? { allowDuplicates: true } : {}) }, { store: bench.runtime.store, queues: bench.runtime.queues, keyring: undefined, logger: bench.runtime.logger, redis: bench.runtime.redis });
     if (result.outcome !== 'enqueued') throw new Error(`import not enqueued: ${result.outcome}`);
     // A worker that dies is told at once, with its last words, not after the wait's timeout.
     const died = worker.exited.then((code) => {
@@ -162,6 +237,14 @@ async function subsyncSide(file: string, rows: number, latencyMs: number, redis:
       redis: (1000 * ((await processCpuMs(redis.pid)) - before.redis)) / rows,
     };
     const redisCalls = ((await redis.commands()) - before.calls) / rows;
+    log(`pipeline ${latencyMs} ms: the worker's CPU over its life by thread, µs a row: ${await threadCpu(worker.child.pid, rows)}`);
+    const afterBy = await redis.byCommand();
+    if (process.env.BENCH_PIPELINE_SLOWLOG) log(await redis.slowlog(false));
+    const perCommand = [...afterBy]
+      .map(([name, n]) => ({ name, calls: (n.calls - (before.byCommand.get(name)?.calls ?? 0)) / rows, usec: (n.usec - (before.byCommand.get(name)?.usec ?? 0)) / rows }))
+      .filter((c) => c.calls >= 0.01)
+      .sort((a, b) => b.usec - a.usec);
+    log(`pipeline ${latencyMs} ms: Redis a row, by command (calls, µs): ${perCommand.map((c) => `${c.name} ${c.calls.toFixed(2)} ${c.usec.toFixed(1)}`).join(', ')}`);
     const served = (await (await fetch(`${sandbox.url}/_sandbox/stats`)).json()) as { requests?: unknown };
     log(`pipeline ${latencyMs} ms: the sandbox answered ${Number(served.requests) / rows} requests a row`);
     if (status.succeeded !== rows) log(`warning: ${status.succeeded} of ${rows} rows succeeded: ${JSON.stringify(status.counts)}`);
@@ -180,6 +263,10 @@ interface OwnRedis {
   pid: number | undefined;
   /** Commands Redis has run (INFO commandstats: every command, those inside scripts included). */
   commands(): Promise<number>;
+  /** INFO commandstats by command: calls, and µs spent (a script's own commands counted in both it and them). */
+  byCommand(): Promise<Map<string, { calls: number; usec: number }>>;
+  /** Turns Redis's slow log on for every command (true), or reads it as the time per script and command, and turns it back off. */
+  slowlog(on: boolean): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -212,6 +299,32 @@ async function startRedis(): Promise<OwnRedis> {
       for (const match of info.matchAll(/calls=(\d+)/g)) calls += Number(match[1]);
       return calls;
     },
+    async slowlog(on: boolean) {
+      if (on) {
+        await client.config('SET', 'slowlog-log-slower-than', '0');
+        await client.config('SET', 'slowlog-max-len', '2000000');
+        await client.slowlog('RESET');
+        return '';
+      }
+      const entries = (await client.slowlog('GET', -1)) as Array<[number, number, number, string[]]>;
+      const by = new Map<string, { n: number; us: number }>();
+      for (const [, , us, args] of entries) {
+        const cmd = String(args[0]).toLowerCase();
+        const key = cmd === 'evalsha' || cmd === 'eval' ? `${cmd} ${String(args[1]).slice(0, 8)} ${String(args[3] ?? '').replace(/[0-9a-f]{8}-[0-9a-f-]+|subsync-bench-[0-9a-f]+/g, '*').slice(0, 60)}` : cmd;
+        const s = by.get(key) ?? { n: 0, us: 0 };
+        s.n++;
+        s.us += us;
+        by.set(key, s);
+      }
+      await client.config('SET', 'slowlog-log-slower-than', '10000');
+      return [...by].sort((a, b) => b[1].us - a[1].us).slice(0, 25).map(([k, v]) => `\n   ${k}: ${v.n} calls, ${v.us} µs`).join('');
+    },
+    async byCommand() {
+      const info = await client.info('commandstats');
+      const out = new Map<string, { calls: number; usec: number }>();
+      for (const match of info.matchAll(/cmdstat_([^:]+):calls=(\d+),usec=(\d+)/g)) out.set(match[1] as string, { calls: Number(match[2]), usec: Number(match[3]) });
+      return out;
+    },
     async close() {
       client.disconnect();
       child.kill('SIGTERM');
@@ -233,4 +346,18 @@ async function freePort(): Promise<number> {
 export async function loadAverage(): Promise<string> {
   const text = await readFile('/proc/loadavg', 'utf8').catch(() => '');
   return text.split(' ').slice(0, 3).join(' ');
+}
+
+/** CPU of a live process over its life, its main thread's and the others' (V8's compiler and GC threads, libuv's), µs per row (Linux /proc). */
+async function threadCpu(pid: number | undefined, rows: number): Promise<string> {
+  const sums = new Map<string, number>();
+  for (const tid of await readdir(`/proc/${pid}/task`)) {
+    const stat = await readFile(`/proc/${pid}/task/${tid}/stat`, 'utf8').catch(() => '');
+    if (!stat) continue;
+    const name = tid === String(pid) ? 'main' : 'other threads';
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ms = ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+    sums.set(name, (sums.get(name) ?? 0) + ms);
+  }
+  return [...sums].map(([name, ms]) => `${name} ${((1000 * ms) / rows).toFixed(0)}`).join(', ');
 }
