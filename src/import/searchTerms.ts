@@ -85,13 +85,42 @@ function eachTerm(values: SearchableValues, visit: (term: string, field: Matched
   add(idTerm(values.paymentMethodKey), 'paymentMethodKey');
 }
 
-/** The digests of a row's terms (what the producer indexes). */
+/**
+ * The digests of a row's terms (what the producer indexes): those of
+ * {@link eachTerm}, in its order, written out for the producer, which takes
+ * them for every row (without a closure and a list of seen terms per row).
+ */
 export function rowTermDigests(values: SearchableValues): string[] {
   const digests: string[] = [];
-  eachTerm(values, (term, _field, indexed) => {
-    if (indexed) digests.push(termDigest(term));
-  });
+  const email = normalizeEmail(values.email);
+  const first = normalizeText(values.firstName);
+  const last = normalizeText(values.lastName);
+  if (email !== '') digests.push(termDigest(email));
+  if (first !== '' && first !== email) digests.push(nameDigest(first));
+  if (last !== '' && last !== email && last !== first) digests.push(nameDigest(last));
+  const customerId = idTerm(values.customerId);
+  const paymentMethodKey = idTerm(values.paymentMethodKey);
+  if (customerId === '' && paymentMethodKey === '') return digests;
+  // The full name is no term of its own, but an id equal to it counts as seen (as eachTerm has it).
+  const full = first !== '' && last !== '' ? `${first} ${last}` : '';
+  const before = (term: string): boolean => term === email || term === first || term === last || term === full;
+  if (customerId !== '' && !before(customerId)) digests.push(termDigest(customerId));
+  if (paymentMethodKey !== '' && !before(paymentMethodKey) && paymentMethodKey !== customerId) digests.push(termDigest(paymentMethodKey));
   return digests;
+}
+
+/** Digests of names seen lately: a file repeats its first and last names far more than its emails or ids. */
+const nameDigests = new Map<string, string>();
+const NAME_DIGESTS = 4096;
+
+function nameDigest(name: string): string {
+  let digest = nameDigests.get(name);
+  if (digest === undefined) {
+    digest = termDigest(name);
+    if (nameDigests.size >= NAME_DIGESTS) nameDigests.clear();
+    nameDigests.set(name, digest);
+  }
+  return digest;
 }
 
 /**
