@@ -180,6 +180,10 @@ function countLineBreaks(bytes: Buffer): number {
   return lines;
 }
 
+// Module constants, not literals: a literal is a new RegExp object on each call, and the reader asks for every cell.
+const NOT_ASCII_TWO_BYTES = /[\u0080-\u07ff]/;
+const MISREAD_TWO_BYTES = /[\u0080-\u009f]|[A-Za-z][\u0250-\u02af\u0370-\u07ff]|[\u0250-\u02af\u0370-\u07ff][A-Za-z]/;
+
 /**
  * Text that is valid UTF-8 only by chance: a Windows-1252 capital letter
  * (0xC0–0xDF) followed by punctuation (0x80–0xBF: ’ “ ” – NBSP …) happens to
@@ -191,8 +195,8 @@ function countLineBreaks(bytes: Buffer): number {
  */
 export function legacyReadAsUtf8(text: string): string | undefined {
   // Plain text is the common case: nothing to look at.
-  if (!/[\u0080-\u07ff]/.test(text)) return undefined;
-  const misread = /[\u0080-\u009f]|[A-Za-z][\u0250-\u02af\u0370-\u07ff]|[\u0250-\u02af\u0370-\u07ff][A-Za-z]/.exec(text);
+  if (!NOT_ASCII_TWO_BYTES.test(text)) return undefined;
+  const misread = MISREAD_TWO_BYTES.exec(text);
   if (!misread) return undefined;
   return [...misread[0]].find((char) => !/[A-Za-z]/.test(char));
 }

@@ -47,6 +47,10 @@ const LEADS = [...BYTE_OF].filter(([, byte]) => byte >= 0xc2 && byte <= 0xf4).ma
 const CONTINUATIONS = [...BYTE_OF].filter(([, byte]) => byte >= 0x80 && byte <= 0xbf).map(([char]) => char).join('');
 const escapeClass = (chars: string): string => chars.replace(/[\\\]^-]/g, '\\$&');
 const MISDECODED = new RegExp(`[${escapeClass(LEADS)}][${escapeClass(CONTINUATIONS)}]{1,3}`, 'g');
+/** {@link MISDECODED} without its flag: whether it matches at all, without the iterator and regex copy matchAll makes. */
+const ANY_MISDECODED = new RegExp(MISDECODED.source);
+/** A lead character. Module constants, not literals: a literal is a new RegExp object on each call, and this runs for every cell. */
+const ANY_LEAD = /[\u00c2-\u00f4]/;
 
 /**
  * The first sign of UTF-8 read as Windows-1252 and saved again: `Ã«` for `ë`,
@@ -54,7 +58,8 @@ const MISDECODED = new RegExp(`[${escapeClass(LEADS)}][${escapeClass(CONTINUATIO
  * bytes, and only a sequence that is then whole UTF-8 counts.
  */
 export function misdecodedUtf8(text: string): { found: string; meant: string } | undefined {
-  if (!/[\u00c2-\u00f4]/.test(text)) return undefined;
+  // Accented names hold lead characters (ë is one) on nearly every row; a lead followed by a continuation is rare.
+  if (!ANY_LEAD.test(text) || !ANY_MISDECODED.test(text)) return undefined;
   for (const match of text.matchAll(MISDECODED)) {
     const bytes = Buffer.from([...match[0]].map((char) => BYTE_OF.get(char) ?? 0));
     const lead = bytes[0] ?? 0;
