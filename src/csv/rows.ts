@@ -430,8 +430,8 @@ type Finding = string | { rule: RowRule; text: string } | undefined;
 interface FieldCheck {
   path: string;
   rule: RowRule;
-  /** `valueOf` reads another column of the same row (the CVC's length depends on the card number). */
-  describe(value: string, options: RowOptions, valueOf: (path: string) => string): Finding;
+  /** `row` reads another column of the same row (the CVC's length depends on the card number). */
+  describe(value: string, options: RowOptions, row: RowReader): Finding;
 }
 
 /** The one fix for a value a spreadsheet stored as a number. */
@@ -467,9 +467,9 @@ const cardNumber = (path: string): FieldCheck => ({
 const cvc = (path: string, cardPath: string): FieldCheck => ({
   path,
   rule: 'cvc',
-  describe: (value, _options, valueOf) => {
+  describe: (value, _options, row) => {
     if (WHOLE_FLOAT.test(value)) return asNumber('is written as a decimal number');
-    const expected = cvcLengthFor(valueOf(cardPath));
+    const expected = cvcLengthFor(row.get(cardPath) ?? '');
     if (expected === undefined) return isCvc(value) ? undefined : 'is not a card verification code: 3 or 4 digits expected';
     if (/^\d+$/.test(value) && value.length === expected) return undefined;
     const brand = expected === 4 ? 'an American Express card (number starting 34 or 37)' : 'this card (American Express alone has 4)';
@@ -549,65 +549,77 @@ function locate(row: CsvRow): string {
  */
 export function validateRow(plan: ColumnPlan, row: CsvRow, options: RowOptions, values: RowValues = new RowValues(plan, row.cells)): RowError[] {
   const { cells } = row;
-  const errors: { column: number; error: RowError }[] = [];
-  const columnOf = (path: string): number => plan.index.get(path) ?? Number.MAX_SAFE_INTEGER;
-  // Most rows break no rule: where they are is only written into a message.
-  const where = (): string => locate(row);
-  let reported: Set<string> | undefined;
-  const report = (path: string, rule: RowRule, text: string): void => {
-    const column = plan.index.get(path);
-    const name = column === undefined ? path : cleanHeader(plan.headers[column] ?? path);
-    (reported ??= new Set()).add(path);
-    errors.push({
-      column: columnOf(path),
-      error: { row: row.row, column: name, rule, message: `${where()}, column "${name}": ${text} (rule: ${rule})` },
-    });
-  };
-
   const repeated = repeatedHeader(plan, cells);
   if (repeated !== undefined) {
     const rule: RowRule = 'repeated-header';
-    return [{ row: row.row, column: '', rule, message: `${where()}: ${repeated}; the row is not sent (rule: ${rule})` }];
+    return [{ row: row.row, column: '', rule, message: `${locate(row)}: ${repeated}; the row is not sent (rule: ${rule})` }];
   }
 
   if (!fitsHeader(plan, cells)) {
     const rule: RowRule = 'column-count';
-    const text = `${row.line > 0 ? where() : `row ${row.row}`}: ${cells.length} cells where the header has ${plan.headers.length}; check for an unquoted comma or a missing cell (rule: ${rule})`;
+    const text = `${row.line > 0 ? locate(row) : `row ${row.row}`}: ${cells.length} cells where the header has ${plan.headers.length}; check for an unquoted comma or a missing cell (rule: ${rule})`;
     return [{ row: row.row, column: '', rule, message: text }];
   }
 
+  // Made at the first problem: most rows have none, and no closure or list is made for them.
+  let found: Findings | undefined;
   for (const problem of cellProblems(plan, cells, values, options)) {
+    found ??= new Findings(plan, row);
     if (problem.path === undefined) {
       const rule = problem.rule;
-      errors.push({ column: problem.column, error: { row: row.row, column: '', rule, message: `${where()}, column ${problem.column + 1}: ${problem.text} (rule: ${rule})` } });
-    } else report(problem.path, problem.rule, problem.text);
+      found.errors.push({ column: problem.column, error: { row: row.row, column: '', rule, message: `${locate(row)}, column ${problem.column + 1}: ${problem.text} (rule: ${rule})` } });
+    } else found.report(problem.path, problem.rule, problem.text);
   }
 
-  for (const { path, text } of requiredProblems(plan, values, options)) report(path, 'required', text);
+  const required = requiredProblems(plan, values, options);
+  for (const { path, text } of required) (found ??= new Findings(plan, row)).report(path, 'required', text);
 
-  const valueOf = (path: string): string => values.get(path) ?? '';
   for (const check of FIELD_CHECKS[plan.kind]) {
     const value = values.get(check.path);
-    if (value === undefined || value === '' || reported?.has(check.path) === true) continue;
-    const finding = check.describe(value, options, valueOf);
+    if (value === undefined || value === '' || found?.reported?.has(check.path) === true) continue;
+    const finding = check.describe(value, options, values);
     if (finding === undefined) continue;
-    if (typeof finding === 'string') report(check.path, check.rule, finding);
-    else report(check.path, finding.rule, finding.text);
+    found ??= new Findings(plan, row);
+    if (typeof finding === 'string') found.report(check.path, check.rule, finding);
+    else found.report(check.path, finding.rule, finding.text);
   }
 
   if (plan.kind === 'signups') {
     for (const item of itemColumnsOf(plan)) {
       if (cellAt(plan, values, item.productCode) !== '' || !itemHasValues(plan, item, values)) continue;
       const path = itemPath(item.index, 'ProductCode');
-      report(path, 'provisioning', `is empty, but item ${item.index} has other values: every subscription item needs its ProductCode`);
+      (found ??= new Findings(plan, row)).report(path, 'provisioning', `is empty, but item ${item.index} has other values: every subscription item needs its ProductCode`);
     }
   }
 
   const shape = shapeProblem(plan, values, options);
-  if (shape !== undefined) report(shape.path, 'shape', shape.text);
+  if (shape !== undefined) (found ??= new Findings(plan, row)).report(shape.path, 'shape', shape.text);
 
-  if (errors.length < 2) return errors.length === 0 ? [] : [(errors[0] as { error: RowError }).error];
+  const errors = found?.errors;
+  if (errors === undefined || errors.length === 0) return [];
+  if (errors.length === 1) return [(errors[0] as { error: RowError }).error];
   return errors.sort((a, b) => a.column - b.column).map(({ error }) => error);
+}
+
+/** The problems of one row, each under its column's header, in the order found (sorted by column at the end). */
+class Findings {
+  readonly errors: { column: number; error: RowError }[] = [];
+  reported: Set<string> | undefined;
+
+  constructor(
+    private readonly plan: ColumnPlan,
+    private readonly row: CsvRow,
+  ) {}
+
+  report(path: string, rule: RowRule, text: string): void {
+    const column = this.plan.index.get(path);
+    const name = column === undefined ? path : cleanHeader(this.plan.headers[column] ?? path);
+    (this.reported ??= new Set()).add(path);
+    this.errors.push({
+      column: column ?? Number.MAX_SAFE_INTEGER,
+      error: { row: this.row.row, column: name, rule, message: `${locate(this.row)}, column "${name}": ${text} (rule: ${rule})` },
+    });
+  }
 }
 
 /**
