@@ -103,6 +103,7 @@ export function createApiClient(options: ApiClientOptions): ApiClient {
     schema: S,
     body?: unknown,
     secrets: KnownSecrets = [],
+    common?: (json: unknown) => z.infer<S> | undefined,
   ): Promise<z.infer<S>> {
     await options.beforeRequest?.(endpoint);
     const started = performance.now();
@@ -136,12 +137,16 @@ export function createApiClient(options: ApiClientOptions): ApiClient {
           secrets,
         });
       }
-      const parsed = schema.safeParse(json);
-      if (!parsed.success) {
-        throw ApiError.badResponse({ endpoint, method, status, problem: json === undefined ? 'not JSON' : describeZodError(parsed.error), secrets });
+      let answer = common?.(json);
+      if (answer === undefined) {
+        const parsed = schema.safeParse(json);
+        if (!parsed.success) {
+          throw ApiError.badResponse({ endpoint, method, status, problem: json === undefined ? 'not JSON' : describeZodError(parsed.error), secrets });
+        }
+        answer = parsed.data;
       }
       options.onCall?.({ endpoint, method, status, durationMs: performance.now() - started, error: undefined });
-      return parsed.data;
+      return answer;
     } catch (error) {
       if (error instanceof ApiError) {
         options.onCall?.({ endpoint, method, status, durationMs: performance.now() - started, error });
@@ -155,7 +160,7 @@ export function createApiClient(options: ApiClientOptions): ApiClient {
     searchCustomers: ({ contains, skip, take }) =>
       call('searchCustomers', 'GET', `/json/customers?contains=${id(contains)}&skip=${skip}&take=${take}`, SearchCustomersResponseSchema),
     getCustomer: (customerId) => call('getCustomer', 'GET', `/json/customers/${id(customerId)}`, GetCustomerResponseSchema),
-    createCustomer: (body) => call('createCustomer', 'POST', '/json/customers', CreateCustomerResponseSchema, body, [body.Password]),
+    createCustomer: (body) => call('createCustomer', 'POST', '/json/customers', CreateCustomerResponseSchema, body, [body.Password], createdAnswer),
     updateCustomer: (customerId, body) =>
       call('updateCustomer', 'PUT', `/json/customers/${id(customerId)}`, UpdateCustomerResponseSchema, body, [body.Password]),
     getOffer: (offerCode) => call('getOffer', 'GET', `/json/offers/${id(offerCode)}`, GetOfferResponseSchema),
@@ -165,6 +170,20 @@ export function createApiClient(options: ApiClientOptions): ApiClient {
     close: () => pool.close(),
   };
 }
+
+/**
+ * A create's answer in its common shape, checked by hand (the schema's
+ * parse was about 1.5% of a worker's CPU on a batch of creates), as
+ * CreateCustomerResponseSchema gives it: its two members only. Undefined
+ * for anything else, which the schema then parses, and describes when wrong.
+ */
+export function createdAnswer(json: unknown): CreateCustomerResponse | undefined {
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) return undefined;
+  const { Message, CustomerID } = json as Record<string, unknown>;
+  return typeof Message === 'string' && typeof CustomerID === 'string' && NUMERIC_TEXT.test(CustomerID) ? { Message, CustomerID } : undefined;
+}
+/** As NumericTextSchema. */
+const NUMERIC_TEXT = /^\d+$/;
 
 function parseJson(text: string): unknown {
   try {

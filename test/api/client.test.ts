@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createApiClient, type ApiCall, type ApiClient } from '../../src/api/client.js';
+import { createApiClient, createdAnswer, type ApiCall, type ApiClient } from '../../src/api/client.js';
 import {
   ApiBadResponseError,
   ApiError,
@@ -13,7 +13,7 @@ import {
   ApiTimeoutError,
   ApiUnauthorizedError,
 } from '../../src/api/errors.js';
-import { CustomerSchema, OfferSchema } from '../../src/api/schemas/index.js';
+import { CreateCustomerResponseSchema, CustomerSchema, OfferSchema } from '../../src/api/schemas/index.js';
 import { NO_FAULTS } from '../../src/sandbox/faults.js';
 import { SEED_PAYMENT_METHOD_KEYS } from '../../src/sandbox/seed.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
@@ -139,6 +139,36 @@ describe('every endpoint through the client', () => {
       await hooked.close();
     }
     expect(calls.some((c) => c.endpoint === 'createCustomer' && c.status === 200 && c.durationMs >= 0)).toBe(true);
+  });
+});
+
+describe("a create's answer", () => {
+  it('is taken by the hand check only as the schema takes it, and left to the schema otherwise', () => {
+    const answers: unknown[] = [
+      { Message: 'Success', CustomerID: '100001' },
+      { Message: '', CustomerID: '0', Extra: 1 },
+      { CustomerID: '100001', Message: 'x' },
+      { Message: 'Success', CustomerID: 100001 },
+      { Message: 'Success', CustomerID: '10a' },
+      { Message: 'Success', CustomerID: '' },
+      { Message: 'Success', CustomerID: '1\n' },
+      { Message: null, CustomerID: '1' },
+      { CustomerID: '1' },
+      ['Success', '1'],
+      null,
+      'Success',
+      undefined,
+    ];
+    for (const json of answers) {
+      const parsed = CreateCustomerResponseSchema.safeParse(json);
+      const fast = createdAnswer(json);
+      if (fast === undefined) expect(parsed.success).toBe(false);
+      else {
+        expect(parsed.success).toBe(true);
+        expect(fast).toStrictEqual(parsed.data);
+        expect(Object.keys(fast)).toEqual(Object.keys(parsed.data ?? {}));
+      }
+    }
   });
 });
 

@@ -48,6 +48,23 @@ describe('the ledger encoding', () => {
     expect(await t.store.getRow(id, 1)).toEqual({ ...pending(1), status: 'sent', attempts: 1, handed: true });
   });
 
+  it('encodes as JSON of the compact object would, field for field, and a row\'s cells changed in place afresh', () => {
+    const claim = { token: 'tok-"1"', lockKey: 'bull:rows:7:lock' };
+    const compact = (e: LedgerEntry, c?: typeof claim): string =>
+      JSON.stringify({ s: c ? 'sent' : e.status, f: e.claimed ? 1 : undefined, k: c?.token, l: c?.lockKey, c: e.cells, j: e.job, a: e.attempts, cid: e.customerId, sid: e.subscriptionId, pmk: e.paymentMethodKey, e: e.note, t: e.lastAttemptAt, pre: e.preexisting, cand: e.candidates, h: e.handed ? 1 : undefined });
+    const full: LedgerEntry = { cells: ['Zoë', 'O"Neil\\', 'z@example.com', ''], job: 'customer.upsert', status: 'needs-review', attempts: 2, customerId: '1', subscriptionId: '2', paymentMethodKey: 'pm', note: 'a "quoted" note\n', lastAttemptAt: 1_700_000_000_123, preexisting: [], candidates: ['1', '3'], handed: true, claimed: true };
+    for (const entry of [pending(1), { ...pending(2), job: null }, full, { ...full, handed: false, claimed: false }]) {
+      expect(encodeEntry(entry)).toBe(compact(entry));
+      expect(encodeEntry(entry, claim)).toBe(compact(entry, claim));
+    }
+    const entry = pending(3);
+    expect(encodeEntry(entry)).toBe(compact(entry));
+    entry.cells[0] = 'Changed';
+    expect(JSON.parse(encodeEntry(entry)).c).toEqual(['Changed', 'Ledger', 'l3@example.com']);
+    entry.cells.push('more');
+    expect(encodeEntry(entry)).toBe(compact(entry));
+  });
+
   it('refuses an entry that is not one', () => {
     expect(() => decodeEntry('{"c":[],"j":"customer.create","s":"lost","a":0}')).toThrow();
   });
