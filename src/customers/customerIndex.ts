@@ -75,13 +75,13 @@ export interface IndexBuild {
   fields: string[];
 }
 
-// Lua: adds a CustomerID to a key's comma-separated list in its bucket, unless it is there.
+// Lua: adds a CustomerID to a key's comma-separated list in its bucket, unless it is there. A key
+// new to the index (every create's, nearly every build's) is one HSETNX, not a read and a write.
 const ADD_ID_LUA = `
 local function addId(bucket, field, id)
+  if redis.call('HSETNX', bucket, field, id) == 1 then return end
   local current = redis.call('HGET', bucket, field)
-  if not current then
-    redis.call('HSET', bucket, field, id)
-  elseif not string.find(',' .. current .. ',', ',' .. id .. ',', 1, true) then
+  if not string.find(',' .. current .. ',', ',' .. id .. ',', 1, true) then
     redis.call('HSET', bucket, field, current .. ',' .. id)
   end
 end`;
@@ -113,15 +113,13 @@ return #KEYS
 `;
 
 // Claims identities for rows about to create them. KEYS: claims. ARGV: (digest, claimant) per row.
-// Returns, per row, the claimant holding it (this one when the claim is new or its own).
+// Returns, per row, the claimant holding it (this one when the claim is new or its own). A new claim
+// is one HSETNX; only a claim already held is read.
 const CLAIM_SCRIPT = `
 local reply = {}
 for i = 1, #ARGV, 2 do
-  local current = redis.call('HGET', KEYS[1], ARGV[i])
-  if not current then
-    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
-    current = ARGV[i + 1]
-  end
+  local current = ARGV[i + 1]
+  if redis.call('HSETNX', KEYS[1], ARGV[i], current) == 0 then current = redis.call('HGET', KEYS[1], ARGV[i]) end
   reply[#reply + 1] = current
 end
 return reply
