@@ -60,7 +60,7 @@ export function digestOf(key: string): Buffer {
   let digest = recentDigests.get(key);
   if (digest === undefined) {
     digest = freshDigestOf(key);
-    // A create asks for its identity's digest four times (its claim, the index read, the index write, the claim's release).
+    // Asked again for the same keys by lookups and claims of rows that run at once (a create works its own out once).
     if (recentDigests.size >= RECENT_DIGESTS) recentDigests.clear();
     recentDigests.set(key, digest);
   }
