@@ -26,7 +26,7 @@
 import type { RedisClient } from '../redis/redis.js';
 import { luaScript } from '../redis/script.js';
 import type { Customer } from '../api/schemas/index.js';
-import { digestOf, fieldKey, identityKey } from './identity.js';
+import { digestOf, fieldKey, freshDigestOf, identityKey } from './identity.js';
 import { coalesce } from '../redis/coalesce.js';
 
 /** What kind of key an index lookup is for: `i`dentity, or a field's value. */
@@ -75,13 +75,13 @@ export interface IndexBuild {
   fields: string[];
 }
 
-// Lua: adds a CustomerID to a key's comma-separated list in its bucket, unless it is there.
+// Lua: adds a CustomerID to a key's comma-separated list in its bucket, unless it is there. A key
+// new to the index (every create's, nearly every build's) is one HSETNX, not a read and a write.
 const ADD_ID_LUA = `
 local function addId(bucket, field, id)
+  if redis.call('HSETNX', bucket, field, id) == 1 then return end
   local current = redis.call('HGET', bucket, field)
-  if not current then
-    redis.call('HSET', bucket, field, id)
-  elseif not string.find(',' .. current .. ',', ',' .. id .. ',', 1, true) then
+  if not string.find(',' .. current .. ',', ',' .. id .. ',', 1, true) then
     redis.call('HSET', bucket, field, current .. ',' .. id)
   end
 end`;
@@ -113,16 +113,37 @@ return #KEYS
 `;
 
 // Claims identities for rows about to create them. KEYS: claims. ARGV: (digest, claimant) per row.
-// Returns, per row, the claimant holding it (this one when the claim is new or its own).
+// Returns, per row, the claimant holding it (this one when the claim is new or its own). A new claim
+// is one HSETNX; only a claim already held is read.
 const CLAIM_SCRIPT = `
 local reply = {}
 for i = 1, #ARGV, 2 do
-  local current = redis.call('HGET', KEYS[1], ARGV[i])
-  if not current then
-    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
-    current = ARGV[i + 1]
-  end
+  local current = ARGV[i + 1]
+  if redis.call('HSETNX', KEYS[1], ARGV[i], current) == 0 then current = redis.call('HGET', KEYS[1], ARGV[i]) end
   reply[#reply + 1] = current
+end
+return reply
+`;
+
+// A create's claim and its index read in one call, for rows whose index is current. KEYS: claims,
+// then the identity bucket of each row. ARGV: (digest, claimant) per row. Claims as CLAIM_SCRIPT;
+// a row whose claim it is then has its identity looked up (as LOOKUP_SCRIPT): the read comes after
+// the claim is taken, as when they were two calls. A person the index holds lets the claim go at
+// once (as RELEASE_SCRIPT): the index answers for them. Returns, per row, the claimant holding the
+// claim and the CustomerIDs (comma-separated, or nil when none, or when the claim is another's).
+const CLAIM_LOOKUP_SCRIPT = `
+local reply = {}
+for i = 2, #KEYS do
+  local digest, claimant = ARGV[2 * i - 3], ARGV[2 * i - 2]
+  local holder = claimant
+  local ids = false
+  if redis.call('HSETNX', KEYS[1], digest, claimant) == 0 then holder = redis.call('HGET', KEYS[1], digest) end
+  if holder == claimant then
+    ids = redis.call('HGET', KEYS[i], digest)
+    if ids then redis.call('HDEL', KEYS[1], digest) end
+  end
+  reply[2 * i - 3] = holder
+  reply[2 * i - 2] = ids
 end
 return reply
 `;
@@ -175,16 +196,22 @@ const addScript = luaScript(ADD_SCRIPT);
 const moveEndScript = luaScript(MOVE_END_SCRIPT);
 const removeScript = luaScript(REMOVE_SCRIPT);
 const claimScript = luaScript(CLAIM_SCRIPT);
+const claimLookupScript = luaScript(CLAIM_LOOKUP_SCRIPT);
 const createdScript = luaScript(CREATED_SCRIPT);
 const releaseScript = luaScript(RELEASE_SCRIPT);
 const lookupScript = luaScript(LOOKUP_SCRIPT);
 
-/** The keys a customer carries in an index with these fields. */
-function keysOf(customer: Pick<Customer, 'FirstName' | 'LastName' | 'EmailAddress'> & Record<string, unknown>, fields: readonly string[]): Array<{ kind: KeyKind; digest: Buffer }> {
-  const keys = [{ kind: 'i', digest: digestOf(identityKey(customer)) }];
+/**
+ * The keys a customer carries in an index with these fields; `identity` is
+ * its identity's digest when the caller has it already (a create's, worked
+ * out for its claim). Digested afresh, not through the kept ones: a
+ * customer's keys are written once.
+ */
+function keysOf(customer: Pick<Customer, 'FirstName' | 'LastName' | 'EmailAddress'> & Record<string, unknown>, fields: readonly string[], identity?: Buffer): Array<{ kind: KeyKind; digest: Buffer }> {
+  const keys = [{ kind: 'i', digest: identity ?? freshDigestOf(identityKey(customer)) }];
   for (const field of fields) {
     const value = customer[field];
-    if (typeof value === 'string' && value.trim() !== '') keys.push({ kind: field, digest: digestOf(fieldKey(field, value)) });
+    if (typeof value === 'string' && value.trim() !== '') keys.push({ kind: field, digest: freshDigestOf(fieldKey(field, value)) });
   }
   return keys;
 }
@@ -227,6 +254,25 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
   });
   // A create's own lookup: those of the rows that ask in the same turn (a batch's rows, their claims
   // answered together) go in one script call, not one command each.
+  // A create's claim and index read, when its index is current: those of the turn's rows in one call.
+  const claimLookup = coalesce<{ bucket: string; digest: Buffer; claimant: string }, { holder: string; ids: string[] }>(async (_key, rows) => {
+    const keys: string[] = [claimsKey];
+    const args: Array<Buffer | string> = [];
+    for (const r of rows) {
+      keys.push(r.bucket);
+      args.push(r.digest, r.claimant);
+    }
+    const reply = await claimLookupScript.run(redis, keys, args);
+    if (!Array.isArray(reply) || reply.length !== 2 * rows.length) throw new Error(`unexpected reply from the claim and lookup script: ${String(reply)}`);
+    return rows.map((_, i) => {
+      const holder: unknown = reply[2 * i];
+      const ids: unknown = reply[2 * i + 1];
+      return {
+        holder: Buffer.isBuffer(holder) ? holder.toString() : String(holder),
+        ids: ids === null || ids === undefined || ids === false ? [] : (Buffer.isBuffer(ids) ? ids.toString('latin1') : String(ids)).split(','),
+      };
+    });
+  });
   const lookupOne = coalesce<{ bucket: string; digest: Buffer }, string[]>(async (_key, lookups) => {
     const reply = await lookupScript.run(
       redis,
@@ -237,26 +283,29 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
     return reply.map((value: unknown) => (value === null || value === undefined || value === false ? [] : (Buffer.isBuffer(value) ? value.toString('latin1') : String(value)).split(',')));
   });
 
-  /** The index writes of creates, with their claims' release, in one call. */
-  async function createdAll(rows: ReadonlyArray<{ customer: Customer; key: string; claimant: string }>): Promise<void> {
+  /**
+   * The index writes of creates, with their claims' release, in one call.
+   * `identity` is the digest of the identity each row claimed, which is
+   * its customer's (the customer is made of the row's person).
+   */
+  async function createdAll(rows: ReadonlyArray<{ customer: Customer; identity: Buffer; claimant: string }>): Promise<void> {
     if (rows.length === 0) return;
     const current = await meta();
     // No index: nothing to add, and the claims stay (with their rows' outcomes, they are what tells a later import).
     if (!current) return;
     const keys: string[] = [claimsKey];
-    const releases: Array<Buffer | string> = [String(rows.length)];
-    const adds: Array<Buffer | string> = [];
-    for (const { customer, key, claimant } of rows) {
-      releases.push(digestOf(key), claimant);
-      for (const { kind, digest } of keysOf(customer, current.fields)) {
+    const args: Array<Buffer | string> = [String(rows.length)];
+    for (const { identity, claimant } of rows) args.push(identity, claimant);
+    for (const { customer, identity } of rows) {
+      for (const { kind, digest } of keysOf(customer, current.fields, identity)) {
         keys.push(bucketKey(current.gen, current.buckets, kind, digest));
-        adds.push(digest, customer.CustomerID);
+        args.push(digest, customer.CustomerID);
       }
     }
-    await createdScript.run(redis, keys, [...releases, ...adds]);
+    await createdScript.run(redis, keys, args);
   }
   // So do the index writes of creates answered in the same turn.
-  const created = coalesce<{ customer: Customer; key: string; claimant: string }, void>(async (_key, rows) => {
+  const created = coalesce<{ customer: Customer; identity: Buffer; claimant: string }, void>(async (_key, rows) => {
     await createdAll(rows);
     return rows.map(() => undefined);
   });
@@ -405,6 +454,23 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
       return claim('', { digest: digestOf(key), claimant });
     },
 
+    /** The same, by the identity's digest. */
+    async claimDigest(digest: Buffer, claimant: string): Promise<string> {
+      return claim('', { digest, claimant });
+    },
+
+    /**
+     * Claims an identity (as claimIdentity) and, when the claim is this
+     * claimant's, reads its CustomerIDs in `current` (as lookup), in one
+     * call gathered with the turn's others. When the index holds the
+     * person, the claim is let go in the same call (as releaseDigest):
+     * the index answers for them. `ids` is empty when the claim is
+     * another's.
+     */
+    async claimAndLookup(current: IndexMeta, digest: Buffer, claimant: string): Promise<{ holder: string; ids: string[] }> {
+      return claimLookup('', { bucket: bucketKey(current.gen, current.buckets, 'i', digest), digest, claimant });
+    },
+
     /**
      * After a create: the customer's keys go into the index, and the
      * claimant's claim on `key` is released (the index answers for the
@@ -412,19 +478,20 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
      * an index, neither: the claim is kept.
      */
     async created(customer: Customer, key: string, claimant: string): Promise<void> {
-      await created('', { customer, key, claimant });
+      await created('', { customer, identity: digestOf(key), claimant });
     },
 
     /** The same for creates the caller gathered itself, in one call (the row protocol's, with their settle). */
     createdAll,
 
-    async releaseIdentity(key: string, claimant: string): Promise<void> {
-      await releaseScript.run(redis, [claimsKey], [digestOf(key), claimant]);
+    /** Releases the claim on an identity (by its digest) if `claimant` holds it. */
+    async releaseDigest(digest: Buffer, claimant: string): Promise<void> {
+      await releaseScript.run(redis, [claimsKey], [digest, claimant]);
     },
 
-    /** Hands a claim over to `claimant` (its holder's row ended without creating the person). */
-    async takeOverIdentity(key: string, claimant: string): Promise<void> {
-      await redis.hset(claimsKey, digestOf(key), claimant);
+    /** Hands the claim on an identity (by its digest) over to `claimant` (its holder's row ended without creating the person). */
+    async takeOverDigest(digest: Buffer, claimant: string): Promise<void> {
+      await redis.hset(claimsKey, digest, claimant);
     },
 
     /** Bytes of Redis the current generation takes (MEMORY USAGE of each bucket), and its keys. */

@@ -17,7 +17,7 @@ import type { ApiClient } from '../api/client.js';
 import type { Customer } from '../api/schemas/index.js';
 import type { ImportStore, LedgerEntry } from '../store/importStore.js';
 import type { CustomerIndex } from './customerIndex.js';
-import { identityKey, type Person } from './identity.js';
+import { digestOf, freshDigestOf, identityKey, type Person } from './identity.js';
 import type { IndexMeta } from './customerIndex.js';
 import { buildIfCheaper, currentIndex, type RefreshDeps } from './refresh.js';
 import type { NameSearch } from './nameSearch.js';
@@ -37,9 +37,41 @@ export interface LearnedCreate {
   customer: Customer;
   person: Person;
   claimant: string;
+  /** The person's identity when the row's guard worked it out already (for its claim). */
+  identity?: Identity;
+}
+
+/** A person's identity key and its digest, worked out once for a create's claim, index read and index write. */
+export interface Identity {
+  key: string;
+  digest: Buffer;
+}
+
+export function identityOf(person: Person): Identity {
+  const key = identityKey(person);
+  return { key, digest: freshDigestOf(key) };
+}
+
+/**
+ * What the guard found before a create: the claim, and when it is the
+ * row's, the CustomerIDs of the service's customers with the person's
+ * identity (when there are any, the claim has been let go: the index
+ * answers for the person).
+ */
+export interface GuardCheck {
+  claim: ClaimState;
+  holders: string[];
+  identity: Identity;
 }
 
 export interface CustomerGuard {
+  /**
+   * Before a create: `claim`, then, when the claim is the row's, `holders`
+   * and, when it found any, `release`. With a current index, the claim and
+   * the index read are one Redis call (gathered with the turn's other
+   * rows'), the release in it; the person's identity is worked out once.
+   */
+  check(person: Person, claimant: string, api: Pick<ApiClient, 'searchCustomers'>, importId: string): Promise<GuardCheck>;
   /** Claims the person for `claimant` (`importId:row`), or says who holds it and what that row became. */
   claim(person: Person, claimant: string): Promise<ClaimState>;
   /**
@@ -63,6 +95,8 @@ export interface CustomerGuard {
   release(person: Person, claimant: string): Promise<void>;
 }
 
+const MINE: ClaimState = { kind: 'mine' };
+
 const same = (person: Person, customer: Customer): boolean => identityKey(person) === identityKey(customer);
 
 export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportStore; refresh: RefreshDeps; names: NameSearch; now?: () => number }): CustomerGuard {
@@ -80,14 +114,14 @@ export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportS
    * Who holds the identity, by an index current as of `after`, else by a
    * search of the service (`fresh`: read now, not the import's shared one).
    */
-  async function holdersAsOf(person: Person, api: Pick<ApiClient, 'searchCustomers'>, importId: string, asOf: { after: number; fresh: boolean }): Promise<string[]> {
+  async function holdersAsOf(person: Person, api: Pick<ApiClient, 'searchCustomers'>, importId: string, asOf: { after: number; fresh: boolean }, identity?: Identity): Promise<string[]> {
     const { after } = asOf;
     // The requests count for the row that made them (its import's figures).
     const refresh = { ...deps.refresh, api };
     // Read ahead with the process's own client: those pages are no row's requests.
     const meta = (await currentIndex(refresh, after, asOf.fresh ? undefined : deps.refresh)) ?? (await decideBuild(importId, after, refresh));
     if (meta) {
-      const [ids = []] = await deps.index.lookup(meta, 'i', [identityKey(person)]);
+      const [ids = []] = await deps.index.lookupDigests(meta, 'i', [identity?.digest ?? digestOf(identityKey(person))]);
       return ids;
     }
     // No index: the service itself, by the more selective of the two names; before a create the
@@ -108,29 +142,63 @@ export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportS
     return meta && (await currentIndex(refresh, after));
   }
 
+  /**
+   * What a claim held by another row means for this one: that row's outcome
+   * (created, running, uncertain), or undefined when it ended without
+   * creating (failed, invalid, …) or its import is gone: then the claim may
+   * be taken over.
+   */
+  async function heldBy(holder: string): Promise<ClaimState | undefined> {
+    const entry = await claimantEntry(holder);
+    if (entry?.customerId && (entry.status === 'created' || entry.status === 'signed-up' || entry.status === 'reconciled' || entry.status === 'exists')) {
+      return { kind: 'created', customerId: entry.customerId, by: holder };
+    }
+    if (entry && (entry.status === 'pending' || entry.status === 'sent')) return { kind: 'running', by: holder };
+    if (entry?.status === 'needs-review') return { kind: 'uncertain', by: holder, candidates: [...(entry.candidates ?? [])] };
+    return undefined;
+  }
+
+  async function claimOf(identity: Identity, claimant: string): Promise<ClaimState> {
+    for (;;) {
+      const holder = await deps.index.claimDigest(identity.digest, claimant);
+      if (holder === claimant) return MINE;
+      const state = await heldBy(holder);
+      if (state) return state;
+      await deps.index.takeOverDigest(identity.digest, claimant);
+    }
+  }
+
+  async function release(identity: Identity, claimant: string): Promise<void> {
+    if (await deps.index.meta()) await deps.index.releaseDigest(identity.digest, claimant);
+  }
+
   return {
-    async claim(person, claimant) {
-      const key = identityKey(person);
+    async check(person, claimant, api, importId) {
+      const identity = identityOf(person);
       for (;;) {
-        const holder = await deps.index.claimIdentity(key, claimant);
-        if (holder === claimant) return { kind: 'mine' };
-        const entry = await claimantEntry(holder);
-        if (entry?.customerId && (entry.status === 'created' || entry.status === 'signed-up' || entry.status === 'reconciled' || entry.status === 'exists')) {
-          return { kind: 'created', customerId: entry.customerId, by: holder };
-        }
-        if (entry && (entry.status === 'pending' || entry.status === 'sent')) return { kind: 'running', by: holder };
-        if (entry?.status === 'needs-review') return { kind: 'uncertain', by: holder, candidates: [...(entry.candidates ?? [])] };
-        // The holder ended without creating (failed, invalid, …) or its import is gone: the claim is this row's now.
-        await deps.index.takeOverIdentity(key, claimant);
+        // Read ahead with the process's own client, as holders does.
+        const meta = await currentIndex({ ...deps.refresh, api }, now() - INDEX_FRESH_MS, deps.refresh);
+        if (!meta) break;
+        const { holder, ids } = await deps.index.claimAndLookup(meta, identity.digest, claimant);
+        if (holder === claimant) return { claim: MINE, holders: ids, identity };
+        const state = await heldBy(holder);
+        if (state) return { claim: state, holders: [], identity };
+        await deps.index.takeOverDigest(identity.digest, claimant);
       }
+      // No current index: the claim, then the service's customers (by an index built for this import, else a search).
+      const claim = await claimOf(identity, claimant);
+      if (claim.kind !== 'mine') return { claim, holders: [], identity };
+      const holders = await holdersAsOf(person, api, importId, { after: now() - INDEX_FRESH_MS, fresh: false }, identity);
+      if (holders.length > 0) await release(identity, claimant);
+      return { claim, holders, identity };
     },
+
+    claim: (person, claimant) => claimOf(identityOf(person), claimant),
 
     holders: (person, api, importId) => holdersAsOf(person, api, importId, { after: now() - INDEX_FRESH_MS, fresh: false }),
     readBack: (person, api, importId) => holdersAsOf(person, api, importId, { after: now(), fresh: true }),
 
-    async release(person, claimant) {
-      if (await deps.index.meta()) await deps.index.releaseIdentity(identityKey(person), claimant);
-    },
+    release: (person, claimant) => release(identityOf(person), claimant),
 
     async created(customer, person, claimant) {
       // Kept when there is no index: the claim, with its row's outcome, is then what tells a later import.
@@ -138,7 +206,7 @@ export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportS
     },
 
     async createdAll(creates) {
-      await deps.index.createdAll(creates.map(({ customer, person, claimant }) => ({ customer, key: identityKey(person), claimant })));
+      await deps.index.createdAll(creates.map(({ customer, person, claimant, identity }) => ({ customer, identity: (identity ?? identityOf(person)).digest, claimant })));
     },
   };
 }

@@ -135,6 +135,70 @@ describe('the customer index', () => {
   });
 });
 
+describe("a create's claim and index read", () => {
+  it('are one call: the claim is taken first, read only by its holder, and let go when the index holds the person', async () => {
+    const { p, deps } = await setUp(120);
+    const meta = (await refreshFull(deps)).meta;
+    if (!meta) throw new Error('no index');
+    const index = p.runtime.customers;
+    const claims = `${p.prefix}:cix:claims`;
+    const [known] = p.sandbox.store.customers();
+    if (!known) throw new Error('no customer');
+    const fresh = digestOf(identityKey({ FirstName: 'Nia', LastName: 'New', EmailAddress: 'nia@new.example' }));
+    const held = digestOf(identityKey(known));
+
+    // Rows of one turn go together; a person the index lacks is claimed by the first row only.
+    const [first, second, third] = await Promise.all([
+      index.claimAndLookup(meta, fresh, 'imp-a:1'),
+      index.claimAndLookup(meta, fresh, 'imp-b:1'),
+      index.claimAndLookup(meta, held, 'imp-c:1'),
+    ]);
+    expect(first).toEqual({ holder: 'imp-a:1', ids: [] });
+    expect(second).toEqual({ holder: 'imp-a:1', ids: [] });
+    // The index answers for a person it holds: that claim went in the same call.
+    expect(third).toEqual({ holder: 'imp-c:1', ids: [known.CustomerID] });
+    expect(await p.runtime.redis.hlen(claims)).toBe(1);
+    expect(await p.runtime.redis.hget(claims, fresh)).toBe('imp-a:1');
+    expect(await p.runtime.redis.hget(claims, held)).toBeNull();
+    // A row asking again (a retry) holds its own claim still.
+    expect(await index.claimAndLookup(meta, fresh, 'imp-a:1')).toEqual({ holder: 'imp-a:1', ids: [] });
+
+    // The create learnt: the claim goes, and the next row of the person finds the customer.
+    const customer = { ...known, FirstName: 'Nia', LastName: 'New', EmailAddress: 'nia@new.example', CustomerID: 'new-1' };
+    await index.createdAll([{ customer, identity: fresh, claimant: 'imp-a:1' }]);
+    expect(await p.runtime.redis.hlen(claims)).toBe(0);
+    expect(await index.lookup(meta, 'EmailAddress', [fieldKey('EmailAddress', 'NIA@new.example')])).toEqual([['new-1']]);
+    expect(await index.claimAndLookup(meta, fresh, 'imp-b:1')).toEqual({ holder: 'imp-b:1', ids: ['new-1'] });
+    expect(await p.runtime.redis.hlen(claims)).toBe(0);
+  });
+
+  it('reads and extends what earlier versions wrote: a claim set by HSET, a key holding several customers', async () => {
+    const { p, deps } = await setUp(50);
+    const meta = (await refreshFull(deps)).meta;
+    if (!meta) throw new Error('no index');
+    const index = p.runtime.customers;
+    const claims = `${p.prefix}:cix:claims`;
+    const person = { FirstName: 'Olga', LastName: 'Old', EmailAddress: 'olga@old.example' };
+    const digest = digestOf(identityKey(person));
+    await p.runtime.redis.hset(claims, digest, 'imp-old:7');
+    expect(await index.claimIdentity(identityKey(person), 'imp-new:1')).toBe('imp-old:7');
+    expect(await index.claimAndLookup(meta, digest, 'imp-new:1')).toEqual({ holder: 'imp-old:7', ids: [] });
+
+    // Two customers under one identity (created before the guard): a third is appended once, however often it is learnt.
+    const customer = { ...(p.sandbox.store.customers()[0] ?? ({} as never)), ...person };
+    await index.createdAll([
+      { customer: { ...customer, CustomerID: 'c-1' }, identity: digest, claimant: 'imp-x:1' },
+      { customer: { ...customer, CustomerID: 'c-2' }, identity: digest, claimant: 'imp-x:2' },
+    ]);
+    await index.created({ ...customer, CustomerID: 'c-3' }, identityKey(person), 'imp-old:7');
+    await index.created({ ...customer, CustomerID: 'c-2' }, identityKey(person), 'imp-old:7');
+    expect(await index.lookup(meta, 'i', [identityKey(person)])).toEqual([['c-1', 'c-2', 'c-3']]);
+    expect(await index.lookup(meta, 'EmailAddress', [fieldKey('EmailAddress', person.EmailAddress)])).toEqual([['c-1', 'c-2', 'c-3']]);
+    // Only the claim's holder let it go.
+    expect(await p.runtime.redis.hlen(claims)).toBe(0);
+  });
+});
+
 describe('an export', () => {
   it('rebuilds the customer index from the customers it reads, switched in once the export is complete', async () => {
     pipeline = await startPipeline({ seedCustomers: 1_500 });
