@@ -216,10 +216,10 @@ async function subsyncSide(file: string, rows: number, latencyMs: number, redis:
   const worker = spawnCli(['worker', '--concurrency', String(CONCURRENCY)], env, { nodeArgs });
   try {
     await waitForLine(worker, /worker running/, 20_000);
-    if (process.env.BENCH_PIPELINE_SLOWLOG) await redis.slowlog(true);
+    if (process.env.BENCH_PIPELINE_SLOWLOG === '1') await redis.slowlog(true);
     const before = { worker: await processCpuMs(worker.child.pid), redis: await processCpuMs(redis.pid), self: process.cpuUsage(), calls: await redis.commands(), byCommand: await redis.byCommand() };
     const started = Date.now();
-    const result = await importFile({ file, kind: 'customers', ...(process.env.BENCH_PIPELINE_ALLOW_DUPLICATES ? { allowDuplicates: true } : {}) }, { store: bench.runtime.store, queues: bench.runtime.queues, keyring: undefined, logger: bench.runtime.logger, redis: bench.runtime.redis });
+    const result = await importFile({ file, kind: 'customers', ...(process.env.BENCH_PIPELINE_ALLOW_DUPLICATES === '1' ? { allowDuplicates: true } : {}) }, { store: bench.runtime.store, queues: bench.runtime.queues, keyring: undefined, logger: bench.runtime.logger, redis: bench.runtime.redis });
     if (result.outcome !== 'enqueued') throw new Error(`import not enqueued: ${result.outcome}`);
     // A worker that dies is told at once, with its last words, not after the wait's timeout.
     const died = worker.exited.then((code) => {
@@ -239,7 +239,7 @@ async function subsyncSide(file: string, rows: number, latencyMs: number, redis:
     const redisCalls = ((await redis.commands()) - before.calls) / rows;
     log(`pipeline ${latencyMs} ms: the worker's CPU over its life by thread, µs a row: ${await threadCpu(worker.child.pid, rows)}`);
     const afterBy = await redis.byCommand();
-    if (process.env.BENCH_PIPELINE_SLOWLOG) log(await redis.slowlog(false));
+    if (process.env.BENCH_PIPELINE_SLOWLOG === '1') log(await redis.slowlog(false));
     const perCommand = [...afterBy]
       .map(([name, n]) => ({ name, calls: (n.calls - (before.byCommand.get(name)?.calls ?? 0)) / rows, usec: (n.usec - (before.byCommand.get(name)?.usec ?? 0)) / rows }))
       .filter((c) => c.calls >= 0.01)
