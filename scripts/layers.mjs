@@ -6,7 +6,7 @@ import { existsSync } from 'node:fs';
 import madge from 'madge';
 
 const LAYERS = [
-  ['outcomes', 'policy', 'secrets', 'paths', 'backoff', 'errors', 'files'],
+  ['outcomes', 'policy', 'secrets', 'paths', 'backoff', 'errors', 'files', 'memo'],
   ['api', 'config', 'cards', 'log'],
   ['results', 'sandbox', 'metrics'],
   ['csv'],

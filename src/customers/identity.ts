@@ -16,6 +16,7 @@
  * spaces as one, trimmed, lower-cased. Emails lose every space.
  */
 import { hash } from 'node:crypto';
+import { keptRecently } from '../memo.js';
 
 /** Zero-width and directional characters, the BOM and the soft hyphen: never part of a name or an address. */
 export const INVISIBLE = /[\u00AD\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/g;
@@ -62,19 +63,11 @@ export const DIGEST_BYTES = 8;
 
 /**
  * A key's digest: the first 8 bytes of its SHA-256. Stable across processes
- * and machines. The same buffer may be answered for the same key: never
- * write into it.
+ * and machines. Kept for keys asked again soon (lookups and claims of rows
+ * that run at once), so the same buffer may be answered for the same key:
+ * never write into it.
  */
-export function digestOf(key: string): Buffer {
-  let digest = recentDigests.get(key);
-  if (digest === undefined) {
-    digest = freshDigestOf(key);
-    // Asked again for the same keys by lookups and claims of rows that run at once (a create works its own out once).
-    if (recentDigests.size >= RECENT_DIGESTS) recentDigests.clear();
-    recentDigests.set(key, digest);
-  }
-  return digest;
-}
+export const digestOf: (key: string) => Buffer = keptRecently(4096, (key) => freshDigestOf(key));
 
 /**
  * {@link digestOf} without keeping it: for a key asked once (the producer's
@@ -85,6 +78,3 @@ export function freshDigestOf(key: string): Buffer {
   return Buffer.from(hash('sha256', key, 'binary').slice(0, DIGEST_BYTES), 'latin1');
 }
 
-/** Digests kept for keys asked again soon (the rows running in a process at once, many times over). */
-const RECENT_DIGESTS = 4096;
-const recentDigests = new Map<string, Buffer>();

@@ -18,6 +18,7 @@
 import { CUSTOMER_ID, PAYMENT_METHOD_KEY, signupCustomerPath, type ColumnPlan } from '../csv/columns.js';
 import { cellReader, type RowReader } from '../csv/rows.js';
 import { normalizeEmail, normalizeText } from '../customers/identity.js';
+import { keptRecently } from '../memo.js';
 import { idTerm, termDigest } from '../store/searchIndex.js';
 
 /** A row's searchable values as the file (or the service, for ids) gives them; '' when absent. */
@@ -110,18 +111,7 @@ export function rowTermDigests(values: SearchableValues): string[] {
 }
 
 /** Digests of names seen lately: a file repeats its first and last names far more than its emails or ids. */
-const nameDigests = new Map<string, string>();
-const NAME_DIGESTS = 4096;
-
-function nameDigest(name: string): string {
-  let digest = nameDigests.get(name);
-  if (digest === undefined) {
-    digest = termDigest(name);
-    if (nameDigests.size >= NAME_DIGESTS) nameDigests.clear();
-    nameDigests.set(name, digest);
-  }
-  return digest;
-}
+const nameDigest = keptRecently(4096, (name) => termDigest(name));
 
 /**
  * The terms a search text may stand for: the text as a name or id, and as an
