@@ -21,7 +21,7 @@
  *   the following switch (a reader may still hold its meta for a moment).
  * - `<prefix>:cix:claims` (hash): identity digest → `importId:row` of a row
  *   whose create is under way, so two imports of one person never both send
- *   (see claimIdentity).
+ *   (see claimDigest).
  */
 import type { RedisClient } from '../redis/redis.js';
 import { luaScript } from '../redis/script.js';
@@ -252,8 +252,6 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
     if (!Array.isArray(reply) || reply.length !== claims.length) throw new Error(`unexpected reply from the claim script: ${String(reply)}`);
     return reply.map((holder) => (Buffer.isBuffer(holder) ? holder.toString() : String(holder)));
   });
-  // A create's own lookup: those of the rows that ask in the same turn (a batch's rows, their claims
-  // answered together) go in one script call, not one command each.
   // A create's claim and index read, when its index is current: those of the turn's rows in one call.
   const claimLookup = coalesce<{ bucket: string; digest: Buffer; claimant: string }, { holder: string; ids: string[] }>(async (_key, rows) => {
     const keys: string[] = [claimsKey];
@@ -273,6 +271,8 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
       };
     });
   });
+  // A lookup of one key (a read-back's): those of the rows that ask in the same turn go in one script
+  // call, not one command each.
   const lookupOne = coalesce<{ bucket: string; digest: Buffer }, string[]>(async (_key, lookups) => {
     const reply = await lookupScript.run(
       redis,
@@ -446,21 +446,16 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
     },
 
     /**
-     * Claims an identity for a row whose create is about to be sent; returns
-     * the claimant that holds it (`claimant` itself when the claim is this
-     * row's). Released once the row settles.
+     * Claims an identity (by its digest) for a row whose create is about to
+     * be sent; returns the claimant that holds it (`claimant` itself when
+     * the claim is this row's). Released once the row settles.
      */
-    async claimIdentity(key: string, claimant: string): Promise<string> {
-      return claim('', { digest: digestOf(key), claimant });
-    },
-
-    /** The same, by the identity's digest. */
     async claimDigest(digest: Buffer, claimant: string): Promise<string> {
       return claim('', { digest, claimant });
     },
 
     /**
-     * Claims an identity (as claimIdentity) and, when the claim is this
+     * Claims an identity (as claimDigest) and, when the claim is this
      * claimant's, reads its CustomerIDs in `current` (as lookup), in one
      * call gathered with the turn's others. When the index holds the
      * person, the claim is let go in the same call (as releaseDigest):

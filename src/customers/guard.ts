@@ -66,33 +66,27 @@ export interface GuardCheck {
 
 export interface CustomerGuard {
   /**
-   * Before a create: `claim`, then, when the claim is the row's, `holders`
-   * and, when it found any, `release`. With a current index, the claim and
+   * Before a create: claims the person for `claimant` (`importId:row`), or
+   * says who holds it and what that row became; when the claim is the
+   * row's, the CustomerIDs of the service's customers with the person's
+   * identity now (the index when it is current, else one built for the
+   * import when that is cheaper than a search per row, else a search), the
+   * claim let go when there are any. With a current index, the claim and
    * the index read are one Redis call (gathered with the turn's other
    * rows'), the release in it; the person's identity is worked out once.
    */
   check(person: Person, claimant: string, api: Pick<ApiClient, 'searchCustomers'>, importId: string): Promise<GuardCheck>;
-  /** Claims the person for `claimant` (`importId:row`), or says who holds it and what that row became. */
-  claim(person: Person, claimant: string): Promise<ClaimState>;
   /**
-   * The CustomerIDs of the service's customers with this identity now.
-   * `rows` is how many rows of the import may ask the same (the index is
-   * built for them when that is cheaper than a search each).
-   */
-  holders(person: Person, api: Pick<ApiClient, 'searchCustomers'>, importId: string): Promise<string[]>;
-  /**
-   * The same, read so that a create sent before this call is among them (a
-   * create whose answer was lost): the index after a delta read of the
-   * newest customers, else a search by name whose pages are retried on
-   * their own.
+   * The CustomerIDs of the service's customers with this identity, read so
+   * that a create sent before this call is among them (a create whose
+   * answer was lost): the index after a delta read of the newest
+   * customers, else a search by name whose pages are retried on their own.
    */
   readBack(person: Person, api: Pick<ApiClient, 'searchCustomers'>, importId: string): Promise<string[]>;
   /** After a create: the index learns the customer, and the claim goes (the index answers for it now). */
   created(customer: Customer, person: Person, claimant: string): Promise<void>;
   /** The same for several creates, in one Redis call sent at once (not gathered over the turn). */
   createdAll(creates: ReadonlyArray<LearnedCreate>): Promise<void>;
-  /** A row that found its person held lets its claim go when the index answers for that person. */
-  release(person: Person, claimant: string): Promise<void>;
 }
 
 const MINE: ClaimState = { kind: 'mine' };
@@ -193,12 +187,7 @@ export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportS
       return { claim, holders, identity };
     },
 
-    claim: (person, claimant) => claimOf(identityOf(person), claimant),
-
-    holders: (person, api, importId) => holdersAsOf(person, api, importId, { after: now() - INDEX_FRESH_MS, fresh: false }),
     readBack: (person, api, importId) => holdersAsOf(person, api, importId, { after: now(), fresh: true }),
-
-    release: (person, claimant) => release(identityOf(person), claimant),
 
     async created(customer, person, claimant) {
       // Kept when there is no index: the claim, with its row's outcome, is then what tells a later import.

@@ -181,7 +181,7 @@ describe("a create's claim and index read", () => {
     const person = { FirstName: 'Olga', LastName: 'Old', EmailAddress: 'olga@old.example' };
     const digest = digestOf(identityKey(person));
     await p.runtime.redis.hset(claims, digest, 'imp-old:7');
-    expect(await index.claimIdentity(identityKey(person), 'imp-new:1')).toBe('imp-old:7');
+    expect(await index.claimDigest(digest, 'imp-new:1')).toBe('imp-old:7');
     expect(await index.claimAndLookup(meta, digest, 'imp-new:1')).toEqual({ holder: 'imp-old:7', ids: [] });
 
     // Two customers under one identity (created before the guard): a third is appended once, however often it is learnt.

@@ -40,6 +40,23 @@ describe('search terms', () => {
     expect(queryTerms('   ')).toEqual([]);
   });
 
+  it("indexes each row's terms as termsOf names them, however its values repeat one another", () => {
+    const texts = ['', 'Ann', 'ann', ' ANN ', 'Bo', 'ann bo', 'Ann Bo', 'ann@x.example', '42', 'abc-1', 'Ame\u0301lie', '42 '];
+    for (const email of texts) {
+      for (const firstName of texts) {
+        for (const lastName of texts) {
+          for (const customerId of ['', '42', 'ann', 'ann bo', 'ann@x.example']) {
+            for (const paymentMethodKey of ['', '42', 'abc-1', 'bo', 'ann bo']) {
+              const values = { email, firstName, lastName, customerId, paymentMethodKey };
+              const indexed = termsOf(values).filter((t) => t.indexed).map((t) => termDigest(t.term));
+              expect(rowTermDigests(values)).toEqual(indexed);
+            }
+          }
+        }
+      }
+    }
+  });
+
   it('never reads a card column', () => {
     const plan = planOf({ id: 'x', file: 'c.csv', kind: 'cards', headers: ['PaymentMethodKey', 'AccountNumber', 'ExpirationDate'], paths: ['PaymentMethodKey', 'AccountNumber', 'ExpirationDate'], options: { expiryFormat: 'MMYY', attempts: 1 }, createdAt: 0, state: 'enqueued', round: 0, total: 1, lastSettledAt: undefined, finishedAt: undefined, resultsDir: undefined });
     const values = searchableCells(plan, ['abc-1', '4111111111111111', '1230']);
