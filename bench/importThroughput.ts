@@ -15,9 +15,10 @@ import { customerRows, writeCustomersCsv, COLUMNS } from './make-customers.js';
 import { log, openBenchRuntime, runConcurrent, spawnCli, spawnSandbox, waitFinished, waitForLine, type BenchRow } from './support.js';
 
 /** The create bodies raw undici sends: the same rows as the file, every member the interface shows. */
-export function createBodies(rows: number): string[] {
+/** The create bodies of the customers `writeCustomersCsv(file, rows, { uniqueTag })` writes. */
+export function createBodies(rows: number, uniqueTag?: string): string[] {
   const bodies: string[] = [];
-  for (const cells of customerRows(rows)) {
+  for (const cells of customerRows(rows, uniqueTag)) {
     const c = Object.fromEntries(COLUMNS.map((name, i) => [name, cells[i] ?? '']));
     bodies.push(JSON.stringify({
       FirstName: c.FirstName, MiddleName: '', LastName: c.LastName, NamePrefix: '', NameSuffix: '', Title: '', Company: '',

@@ -21,6 +21,8 @@
  * 0,20,50), BENCH_PIPELINE_RATE_ROWS (default 4,000) shrink it for a quick look.
  * BENCH_PIPELINE_PROF=<dir> writes a CPU profile of the worker of each
  * latency there (node --cpu-prof; its sampling costs the worker some CPU).
+ * BENCH_PIPELINE_NODE_ARGS="--flag …" starts the worker with those Node
+ * flags (to try a V8 or GC setting).
  * BENCH_PIPELINE_SLOWLOG=1 logs the time Redis spent per script and
  * command (its slow log at 0 µs: it slows Redis, so the figures of that
  * run are not comparable). BENCH_PIPELINE_ALLOW_DUPLICATES=1 imports with
@@ -47,6 +49,8 @@ import { rateRun } from './rateAdherence.js';
 import { log, openBenchRuntime, processCpuMs, runConcurrent, spawnCli, spawnSandbox, waitFinished, waitForLine, type BenchRow } from './support.js';
 
 const CONCURRENCY = 32;
+/** The tag that makes the warm pass's people others than the cold pass's (make-customers.ts). */
+const WARM_TAG = 'warm';
 /** How often the bench reads the import's status while it waits (ms). */
 const STATUS_POLL_MS = 250;
 
@@ -76,16 +80,22 @@ export async function pipelineBench(options: { rows: number; latencies: number[]
   const redis = await startRedis();
   const out: BenchRow[] = [];
   try {
-    const file = path.join(dir, 'customers.csv');
-    await writeCustomersCsv(file, rows);
-    const bodies = createBodies(rows);
+    // Two files of different people: the first import runs in a fresh worker (cold: V8 still compiling
+    // subsync's code), the second in the same worker right after (warm, as a worker is through most of a
+    // long migration). The raw loop sends the same two sets of bodies, one after the other, likewise.
+    const files = [path.join(dir, 'customers.csv'), path.join(dir, 'customers-warm.csv')];
+    await writeCustomersCsv(files[0] as string, rows);
+    await writeCustomersCsv(files[1] as string, rows, { uniqueTag: WARM_TAG });
+    const passes = [createBodies(rows), createBodies(rows, WARM_TAG)];
     for (const latencyMs of latencies) {
-      const raw = await rawLoop(bodies, latencyMs);
-      log(`pipeline ${latencyMs} ms: raw ${raw.rowsPerSecond.toFixed(0)} rows/s, ${raw.cpuUs.toFixed(0)} µs/row`);
-      const floor = await floorLoop(bodies, latencyMs, redis);
+      const [raw, rawWarm] = await rawLoop(passes, latencyMs) as [Side, Side];
+      log(`pipeline ${latencyMs} ms: raw ${raw.rowsPerSecond.toFixed(0)} rows/s, ${raw.cpuUs.toFixed(0)} µs/row; warm ${rawWarm.rowsPerSecond.toFixed(0)} rows/s, ${rawWarm.cpuUs.toFixed(0)} µs/row`);
+      const floor = await floorLoop(passes[0] as string[], latencyMs, redis);
       log(`pipeline ${latencyMs} ms: floor ${floor.rowsPerSecond.toFixed(0)} rows/s, ${floor.cpuUs.toFixed(0)} µs/row ${JSON.stringify(floor.parts)}`);
-      const sub = await subsyncSide(file, rows, latencyMs, redis);
-      log(`pipeline ${latencyMs} ms: subsync ${sub.rowsPerSecond.toFixed(0)} rows/s, ${sub.cpuUs.toFixed(0)} µs/row ${JSON.stringify(sub.parts)}, ${sub.redisCalls?.toFixed(1)} Redis commands/row`);
+      const [sub, subWarm] = await subsyncSide(files, rows, latencyMs, redis) as [Side, Side];
+      for (const [pass, side] of [['cold', sub], ['warm', subWarm]] as const) {
+        log(`pipeline ${latencyMs} ms: subsync ${pass} ${side.rowsPerSecond.toFixed(0)} rows/s, ${side.cpuUs.toFixed(0)} µs/row ${JSON.stringify(side.parts)}, ${side.redisCalls?.toFixed(1)} Redis commands/row`);
+      }
       const size = `${rows.toLocaleString('en')} creates, c${CONCURRENCY}, ${latencyMs} ms`;
       const target = PIPELINE_TARGETS.throughput.get(latencyMs);
       const speed = sub.rowsPerSecond / raw.rowsPerSecond;
@@ -94,7 +104,7 @@ export async function pipelineBench(options: { rows: number; latencies: number[]
         subsync: sub.rowsPerSecond,
         baseline: raw.rowsPerSecond,
         baselineLabel: 'raw undici Pool, 32 connections (rows/s)',
-        note: target === undefined ? 'no target (both bound by the CPU at 0 ms)' : verdict(speed >= target, `target ≥ ${target.toFixed(2)}`),
+        note: `${target === undefined ? 'no target (both bound by the CPU at 0 ms)' : verdict(speed >= target, `target ≥ ${target.toFixed(2)}`)}; warm: ${subWarm.rowsPerSecond.toFixed(0)} / ${rawWarm.rowsPerSecond.toFixed(0)} = ${(subWarm.rowsPerSecond / rawWarm.rowsPerSecond).toFixed(2)}`,
       });
       out.push({
         figure: `Pipeline: ${size}: CPU per row (µs), the exactly-once floor (a sent mark and a settle in Redis around each request) / raw loop`,
@@ -103,15 +113,17 @@ export async function pipelineBench(options: { rows: number; latencies: number[]
         baselineLabel: 'raw loop process (µs/row)',
         note: `what the protocol alone costs, for scale: loop ${floor.parts.loop?.toFixed(0)}, Redis ${floor.parts.redis?.toFixed(0)}; ${floor.rowsPerSecond.toFixed(0)} rows/s`,
       });
-      const cpu = sub.cpuUs / raw.cpuUs;
-      const parts = Object.entries(sub.parts).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(', ');
-      out.push({
-        figure: `Pipeline: ${size}: CPU per row (µs), subsync (worker + import + Redis) / raw loop`,
-        subsync: sub.cpuUs,
-        baseline: raw.cpuUs,
-        baselineLabel: 'raw loop process (µs/row)',
-        note: `${verdict(cpu <= PIPELINE_TARGETS.cpuPerRow, `target ≤ ${PIPELINE_TARGETS.cpuPerRow.toFixed(2)}`)}; ${parts}; Redis ${sub.redisCalls?.toFixed(1)} commands/row`,
-      });
+      for (const [pass, side, base] of [['a fresh worker', sub, raw], ['the same worker, warm (its second import; raw: its second pass)', subWarm, rawWarm]] as const) {
+        const cpu = side.cpuUs / base.cpuUs;
+        const parts = Object.entries(side.parts).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(', ');
+        out.push({
+          figure: `Pipeline: ${size}: CPU per row (µs), subsync (worker + import + Redis) / raw loop, ${pass}`,
+          subsync: side.cpuUs,
+          baseline: base.cpuUs,
+          baselineLabel: 'raw loop process (µs/row)',
+          note: `${verdict(cpu <= PIPELINE_TARGETS.cpuPerRow, `target ≤ ${PIPELINE_TARGETS.cpuPerRow.toFixed(2)}`)}; ${parts}; Redis ${side.redisCalls?.toFixed(1)} commands/row`,
+        });
+      }
     }
     const rateFile = path.join(dir, 'rate.csv');
     await writeCustomersCsv(rateFile, rateRows);
@@ -133,19 +145,23 @@ export async function pipelineBench(options: { rows: number; latencies: number[]
 
 const verdict = (pass: boolean, target: string): string => `${target}: ${pass ? 'pass' : 'FAIL'}`;
 
-/** The raw loop: every create POSTed through one undici Pool, 32 at a time, against a fresh sandbox. */
-async function rawLoop(bodies: string[], latencyMs: number): Promise<Side> {
+/** The raw loop: every create POSTed through one undici Pool, 32 at a time, against a fresh sandbox; one Side per pass, the passes one after the other. */
+async function rawLoop(passes: string[][], latencyMs: number): Promise<Side[]> {
   const sandbox = await spawnSandbox(latencyMs > 0 ? ['--latency', String(latencyMs)] : []);
   const pool = new Pool(sandbox.url, { connections: CONCURRENCY, pipelining: 1 });
   try {
-    const before = process.cpuUsage();
-    const seconds = await runConcurrent(bodies.length, CONCURRENCY, async (i) => {
-      const response = await pool.request({ method: 'POST', path: '/json/customers', headers: { 'content-type': 'application/json' }, body: bodies[i] });
-      await response.body.json();
-    });
-    const used = process.cpuUsage(before);
-    const cpuUs = (used.user + used.system) / bodies.length;
-    return { rowsPerSecond: bodies.length / seconds, cpuUs, parts: { raw: cpuUs } };
+    const sides: Side[] = [];
+    for (const bodies of passes) {
+      const before = process.cpuUsage();
+      const seconds = await runConcurrent(bodies.length, CONCURRENCY, async (i) => {
+        const response = await pool.request({ method: 'POST', path: '/json/customers', headers: { 'content-type': 'application/json' }, body: bodies[i] });
+        await response.body.json();
+      });
+      const used = process.cpuUsage(before);
+      const cpuUs = (used.user + used.system) / bodies.length;
+      sides.push({ rowsPerSecond: bodies.length / seconds, cpuUs, parts: { raw: cpuUs } });
+    }
+    return sides;
   } finally {
     await pool.close();
     await sandbox.close();
@@ -206,55 +222,76 @@ async function floorLoop(bodies: string[], latencyMs: number, redis: OwnRedis): 
   }
 }
 
-/** One import of `file` through one worker process at concurrency 32, from its start to its results written. */
-async function subsyncSide(file: string, rows: number, latencyMs: number, redis: OwnRedis): Promise<Side> {
+/**
+ * Imports of `files`, one after the other, through one worker process at
+ * concurrency 32, each from its start to its results written: one Side per
+ * file (the first in a fresh worker, the next ones in the same worker, warm).
+ */
+async function subsyncSide(files: string[], rows: number, latencyMs: number, redis: OwnRedis): Promise<Side[]> {
   const sandbox = await spawnSandbox(latencyMs > 0 ? ['--latency', String(latencyMs)] : []);
   const bench = await openBenchRuntime({ apiUrl: sandbox.url, redisUrl: redis.url });
   const env = { ...bench.env, SUBSYNC_API_URL: sandbox.url };
   const profDir = process.env.BENCH_PIPELINE_PROF;
-  const nodeArgs = profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=worker-${latencyMs}ms-${Date.now()}.cpuprofile`] : [];
+  const nodeArgs = [
+    ...(profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=worker-${latencyMs}ms-${Date.now()}.cpuprofile`] : []),
+    ...(process.env.BENCH_PIPELINE_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
+  ];
   const worker = spawnCli(['worker', '--concurrency', String(CONCURRENCY)], env, { nodeArgs });
+  // A worker that dies is told at once, with its last words, not after the wait's timeout.
+  const died = worker.exited.then((code) => {
+    throw new Error(`the worker exited (${code}) before the import finished: ${worker.stderr().slice(-1500)}`);
+  });
+  died.catch(() => undefined);
   try {
     await waitForLine(worker, /worker running/, 20_000);
-    if (process.env.BENCH_PIPELINE_SLOWLOG === '1') await redis.slowlog(true);
-    const before = { worker: await processCpuMs(worker.child.pid), redis: await processCpuMs(redis.pid), self: process.cpuUsage(), calls: await redis.commands(), byCommand: await redis.byCommand() };
-    const started = Date.now();
-    const result = await importFile({ file, kind: 'customers', ...(process.env.BENCH_PIPELINE_ALLOW_DUPLICATES === '1' ? { allowDuplicates: true } : {}) }, { store: bench.runtime.store, queues: bench.runtime.queues, keyring: undefined, logger: bench.runtime.logger, redis: bench.runtime.redis });
-    if (result.outcome !== 'enqueued') throw new Error(`import not enqueued: ${result.outcome}`);
-    // A worker that dies is told at once, with its last words, not after the wait's timeout.
-    const died = worker.exited.then((code) => {
-      throw new Error(`the worker exited (${code}) before the import finished: ${worker.stderr().slice(-1500)}`);
-    });
-    // Polled every 250 ms, not 50: each status read costs the bench's process and Redis CPU that would count
-    // against subsync; the time is taken from the import's own finishedAt, so the slower poll costs no precision.
-    const status = await Promise.race([waitFinished(bench.runtime, result.importId, 10 * 60_000, STATUS_POLL_MS), died]);
-    died.catch(() => undefined);
-    const seconds = ((status.finishedAt === undefined ? Date.now() : Date.parse(status.finishedAt)) - started) / 1000;
-    const self = process.cpuUsage(before.self);
-    const parts = {
-      worker: (1000 * ((await processCpuMs(worker.child.pid)) - before.worker)) / rows,
-      import: (self.user + self.system) / rows,
-      redis: (1000 * ((await processCpuMs(redis.pid)) - before.redis)) / rows,
-    };
-    const redisCalls = ((await redis.commands()) - before.calls) / rows;
-    log(`pipeline ${latencyMs} ms: the worker's CPU over its life by thread, µs a row: ${await threadCpu(worker.child.pid, rows)}`);
-    const afterBy = await redis.byCommand();
-    if (process.env.BENCH_PIPELINE_SLOWLOG === '1') log(await redis.slowlog(false));
-    const perCommand = [...afterBy]
-      .map(([name, n]) => ({ name, calls: (n.calls - (before.byCommand.get(name)?.calls ?? 0)) / rows, usec: (n.usec - (before.byCommand.get(name)?.usec ?? 0)) / rows }))
-      .filter((c) => c.calls >= 0.01)
-      .sort((a, b) => b.usec - a.usec);
-    log(`pipeline ${latencyMs} ms: Redis a row, by command (calls, µs): ${perCommand.map((c) => `${c.name} ${c.calls.toFixed(2)} ${c.usec.toFixed(1)}`).join(', ')}`);
-    const served = (await (await fetch(`${sandbox.url}/_sandbox/stats`)).json()) as { requests?: unknown };
-    log(`pipeline ${latencyMs} ms: the sandbox answered ${Number(served.requests) / rows} requests a row`);
-    if (status.succeeded !== rows) log(`warning: ${status.succeeded} of ${rows} rows succeeded: ${JSON.stringify(status.counts)}`);
-    return { rowsPerSecond: rows / seconds, cpuUs: parts.worker + parts.import + parts.redis, parts, redisCalls };
+    const sides: Side[] = [];
+    for (const [pass, file] of files.entries()) {
+      if (process.env.BENCH_PIPELINE_SLOWLOG === '1') await redis.slowlog(true);
+      const before = { worker: await processCpuMs(worker.child.pid), threads: await threadCpu(worker.child.pid), redis: await processCpuMs(redis.pid), self: process.cpuUsage(), calls: await redis.commands(), byCommand: await redis.byCommand(), net: await redis.netBytes() };
+      const served = await sandboxRequests(sandbox.url);
+      const started = Date.now();
+      const result = await importFile({ file, kind: 'customers', ...(process.env.BENCH_PIPELINE_ALLOW_DUPLICATES === '1' ? { allowDuplicates: true } : {}) }, { store: bench.runtime.store, queues: bench.runtime.queues, keyring: undefined, logger: bench.runtime.logger, redis: bench.runtime.redis });
+      if (result.outcome !== 'enqueued') throw new Error(`import not enqueued: ${result.outcome}`);
+      // Polled every 250 ms, not 50: each status read costs the bench's process and Redis CPU that would count
+      // against subsync; the time is taken from the import's own finishedAt, so the slower poll costs no precision.
+      const status = await Promise.race([waitFinished(bench.runtime, result.importId, 10 * 60_000, STATUS_POLL_MS), died]);
+      const seconds = ((status.finishedAt === undefined ? Date.now() : Date.parse(status.finishedAt)) - started) / 1000;
+      const self = process.cpuUsage(before.self);
+      const parts = {
+        worker: (1000 * ((await processCpuMs(worker.child.pid)) - before.worker)) / rows,
+        import: (self.user + self.system) / rows,
+        redis: (1000 * ((await processCpuMs(redis.pid)) - before.redis)) / rows,
+      };
+      const redisCalls = ((await redis.commands()) - before.calls) / rows;
+      const name = pass === 0 ? 'cold' : 'warm';
+      const threads = [...(await threadCpu(worker.child.pid))].map(([thread, ms]) => `${thread} ${((1000 * (ms - (before.threads.get(thread) ?? 0))) / rows).toFixed(0)}`).join(', ');
+      log(`pipeline ${latencyMs} ms ${name}: the worker's CPU by thread, µs a row: ${threads}`);
+      const afterBy = await redis.byCommand();
+      if (process.env.BENCH_PIPELINE_SLOWLOG === '1') log(await redis.slowlog(false));
+      const perCommand = [...afterBy]
+        .map(([command, n]) => ({ command, calls: (n.calls - (before.byCommand.get(command)?.calls ?? 0)) / rows, usec: (n.usec - (before.byCommand.get(command)?.usec ?? 0)) / rows }))
+        .filter((c) => c.calls >= 0.01)
+        .sort((a, b) => b.usec - a.usec);
+      log(`pipeline ${latencyMs} ms ${name}: Redis a row, by command (calls, µs): ${perCommand.map((c) => `${c.command} ${c.calls.toFixed(2)} ${c.usec.toFixed(1)}`).join(', ')}`);
+      const net = await redis.netBytes();
+      log(`pipeline ${latencyMs} ms ${name}: bytes a row to Redis ${((net.input - before.net.input) / rows).toFixed(0)}, from Redis ${((net.output - before.net.output) / rows).toFixed(0)}`);
+      log(`pipeline ${latencyMs} ms ${name}: the sandbox answered ${((await sandboxRequests(sandbox.url)) - served) / rows} requests a row`);
+      if (status.succeeded !== rows) log(`warning: ${status.succeeded} of ${rows} rows succeeded: ${JSON.stringify(status.counts)}`);
+      sides.push({ rowsPerSecond: rows / seconds, cpuUs: parts.worker + parts.import + parts.redis, parts, redisCalls });
+    }
+    return sides;
   } finally {
     worker.child.kill('SIGTERM');
     await worker.exited;
     await bench.close();
     await sandbox.close();
   }
+}
+
+/** Requests the sandbox has answered since it started. */
+async function sandboxRequests(url: string): Promise<number> {
+  const served = (await (await fetch(`${url}/_sandbox/stats`)).json()) as { requests?: unknown };
+  return Number(served.requests);
 }
 
 /** A redis-server of the bench's own (no persistence), so only this run's work counts in its CPU. */
@@ -265,6 +302,8 @@ interface OwnRedis {
   commands(): Promise<number>;
   /** INFO commandstats by command: calls, and µs spent (a script's own commands counted in both it and them). */
   byCommand(): Promise<Map<string, { calls: number; usec: number }>>;
+  /** Bytes Redis has read from and written to its clients (INFO stats). */
+  netBytes(): Promise<{ input: number; output: number }>;
   /** Turns Redis's slow log on for every command (true), or reads it as the time per script and command, and turns it back off. */
   slowlog(on: boolean): Promise<string>;
   close(): Promise<void>;
@@ -298,6 +337,11 @@ async function startRedis(): Promise<OwnRedis> {
       let calls = 0;
       for (const match of info.matchAll(/calls=(\d+)/g)) calls += Number(match[1]);
       return calls;
+    },
+    async netBytes() {
+      const info = await client.info('stats');
+      const read = (name: string): number => Number(new RegExp(`${name}:(\\d+)`).exec(info)?.[1] ?? NaN);
+      return { input: read('total_net_input_bytes'), output: read('total_net_output_bytes') };
     },
     async slowlog(on: boolean) {
       if (on) {
@@ -348,8 +392,8 @@ export async function loadAverage(): Promise<string> {
   return text.split(' ').slice(0, 3).join(' ');
 }
 
-/** CPU of a live process over its life, its main thread's and the others' (V8's compiler and GC threads, libuv's), µs per row (Linux /proc). */
-async function threadCpu(pid: number | undefined, rows: number): Promise<string> {
+/** CPU of a live process so far, in ms, its main thread's and the others' (V8's compiler and GC threads, libuv's) (Linux /proc). */
+async function threadCpu(pid: number | undefined): Promise<Map<string, number>> {
   const sums = new Map<string, number>();
   for (const tid of await readdir(`/proc/${pid}/task`)) {
     const stat = await readFile(`/proc/${pid}/task/${tid}/stat`, 'utf8').catch(() => '');
@@ -359,5 +403,5 @@ async function threadCpu(pid: number | undefined, rows: number): Promise<string>
     const ms = ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
     sums.set(name, (sums.get(name) ?? 0) + ms);
   }
-  return [...sums].map(([name, ms]) => `${name} ${((1000 * ms) / rows).toFixed(0)}`).join(', ');
+  return sums;
 }
