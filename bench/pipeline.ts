@@ -14,7 +14,12 @@
  *
  * each against a fresh sandbox in its own process (the service, whose CPU
  * counts on neither side), at 0, 20 and 50 ms of service latency, the raw
- * loop and subsync one after the other at each. Then rate adherence:
+ * loop and subsync one after the other at each. Each side runs twice, on
+ * two files of different people: subsync's first import in a fresh worker
+ * (cold: V8 is still compiling its code), its second in the same worker
+ * (warm, as a worker is through most of a long migration); the raw loop's
+ * two passes likewise. The table gives the CPU per row of both against
+ * the raw loop's pass of the same rank. Then rate adherence:
  * SUBSYNC_RATE=200 with three workers against a sandbox limited to 200/s.
  *
  * BENCH_PIPELINE_ROWS (default 20,000), BENCH_PIPELINE_LATENCIES (default
