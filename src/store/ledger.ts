@@ -42,17 +42,42 @@ export type RowState = (typeof UNSETTLED_STATES)[number] | RowStatus;
 
 export const isSettled = (state: RowState): state is RowStatus => state !== 'pending' && state !== 'sent';
 
+/**
+ * A copy of `entry` with `fields` changed. Every copy has every field, in
+ * one order (those it lacks undefined), so entries keep one shape: on the
+ * worker's hot path a row's entry is copied three to five times, and a
+ * spread (`{ ...entry, status }`) of the decoded entries' varied shapes
+ * cost about 3 µs a copy, this about a tenth of that.
+ */
+export function entryWith(entry: LedgerEntry, fields: Partial<LedgerEntry>): LedgerEntry {
+  const copy: LedgerEntry = {
+    cells: entry.cells,
+    job: entry.job,
+    status: entry.status,
+    attempts: entry.attempts,
+    lastAttemptAt: entry.lastAttemptAt,
+    preexisting: entry.preexisting,
+    handed: entry.handed,
+    claimed: entry.claimed,
+    customerId: entry.customerId,
+    subscriptionId: entry.subscriptionId,
+    paymentMethodKey: entry.paymentMethodKey,
+    note: entry.note,
+    candidates: entry.candidates,
+  };
+  return Object.assign(copy, fields);
+}
+
 /** The entry with `outcome` as its status and outcome fields (those it does not name are cleared). */
 export function withOutcome(entry: LedgerEntry, outcome: RowOutcome): LedgerEntry {
-  return {
-    ...entry,
+  return entryWith(entry, {
     status: outcome.status,
     customerId: outcome.customerId,
     subscriptionId: outcome.subscriptionId,
     paymentMethodKey: outcome.paymentMethodKey,
     note: outcome.note,
     candidates: outcome.candidates,
-  };
+  });
 }
 
 /** The outcome an entry holds; undefined while it is unsettled. */
@@ -168,16 +193,22 @@ export function decodeEntry(text: string): LedgerEntry {
   const value: unknown = JSON.parse(text);
   // A batch reads 25 entries a run: the common shape is checked by hand, the schema says what is wrong otherwise.
   const stored = isStoredEntry(value) ? value : StoredEntrySchema.parse(value);
-  const entry: LedgerEntry = { cells: stored.c, job: stored.j, status: stored.s, attempts: stored.a };
-  if (stored.cid !== undefined) entry.customerId = stored.cid;
-  if (stored.sid !== undefined) entry.subscriptionId = stored.sid;
-  if (stored.pmk !== undefined) entry.paymentMethodKey = stored.pmk;
-  if (stored.e !== undefined) entry.note = stored.e;
-  if (stored.t !== undefined) entry.lastAttemptAt = stored.t;
-  if (stored.pre !== undefined) entry.preexisting = stored.pre;
-  if (stored.cand !== undefined) entry.candidates = stored.cand;
-  if (stored.h !== undefined) entry.handed = true;
-  if (stored.f !== undefined) entry.claimed = true;
+  // Every field set, in entryWith's order: every entry one shape.
+  const entry: LedgerEntry = {
+    cells: stored.c,
+    job: stored.j,
+    status: stored.s,
+    attempts: stored.a,
+    lastAttemptAt: stored.t,
+    preexisting: stored.pre,
+    handed: stored.h === undefined ? undefined : true,
+    claimed: stored.f === undefined ? undefined : true,
+    customerId: stored.cid,
+    subscriptionId: stored.sid,
+    paymentMethodKey: stored.pmk,
+    note: stored.e,
+    candidates: stored.cand,
+  };
   return entry;
 }
 
