@@ -16,7 +16,7 @@ import type { BackoffBounds } from '../backoff.js';
 import { planOf } from '../store/plan.js';
 import { NO_FIGURES, type ImportRecord, type ImportStore, type MarkResult, type RunClaim, type RunFigures } from '../store/importStore.js';
 import type { MarkSync } from '../redis/durable.js';
-import { isSettled, outcomeOf, withOutcome, type LedgerEntry } from '../store/ledger.js';
+import { entryWith, isSettled, outcomeOf, withOutcome, type LedgerEntry } from '../store/ledger.js';
 import { coalesce, GATHER_MS, slottedApi, Slots } from './coalesce.js';
 import { decide, mayHaveAppliedNote, notFoundNote, provenNotApplied, reasonOf, type Decision } from '../api/decision.js';
 import { countedApi, noCalls, type CallFigures } from './figures.js';
@@ -264,7 +264,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
         // Without a claim (a test's own runner), a plain write: no fence.
         const marked = claim
           ? await store.markSent(importId, group, claim)
-          : (await store.updateUnsettledRows(importId, group.map((r) => ({ row: r.row, entry: { ...r.entry, status: 'sent' } })))).map((ok): MarkResult => (ok ? 'marked' : 'settled'));
+          : (await store.updateUnsettledRows(importId, group.map((r) => ({ row: r.row, entry: entryWith(r.entry, { status: 'sent' }) })))).map((ok): MarkResult => (ok ? 'marked' : 'settled'));
         indexes.forEach((i, j) => (results[i] = marked[j] ?? 'settled'));
       }),
     );
@@ -349,7 +349,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
   /** One attempt at a row in one of this process's slots: the processor, with the ledger kept around it. */
   async function attemptRow(run: RowRun, figures: CallFigures): Promise<Attempt> {
     const { importId, row, stored, known } = run;
-    let entry: LedgerEntry = { ...stored, attempts: stored.attempts + 1, lastAttemptAt: Date.now() };
+    let entry: LedgerEntry = entryWith(stored, { attempts: stored.attempts + 1, lastAttemptAt: Date.now() });
     let sentNow = false;
     let learned: LearnedCreate | undefined;
     const write = async (next: LedgerEntry): Promise<boolean> => {
@@ -360,7 +360,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     // or when the row is sent by a run it cannot take over from what it read (src/store/importStore.ts).
     const expect = stored.status === 'sent' ? 'sent' : 'pending';
     const mark = (): Promise<MarkResult> => {
-      entry = { ...entry, status: 'sent' };
+      entry = entryWith(entry, { status: 'sent' });
       return markRows(importId, { row, entry, expect, claim: run.claim });
     };
     const job = ROW_JOBS[run.name];
@@ -389,7 +389,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
         if (epoch !== options.markEpoch?.()) throw new MarkInDoubtError();
       },
       recordPreexisting: async (ids) => {
-        await write({ ...entry, preexisting: [...ids] });
+        await write(entryWith(entry, { preexisting: [...ids] }));
       },
       guard,
       ...(guard ? { learnCreated: (create: LearnedCreate) => void (learned = create) } : {}),
@@ -406,7 +406,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
         const verdict = await gate.gate(importId, row);
         if (verdict === 'hold') return 'held' as const;
         if (verdict === 'cancel' && stored.status === 'pending') throw new RowTakenError('the import is cancelling: this row is not sent');
-        if (claim && !(await write({ ...entry, claimed: true }))) throw new RowTakenError('the claim was refused: the row settled meanwhile, or the import is cancelling');
+        if (claim && !(await write(entryWith(entry, { claimed: true })))) throw new RowTakenError('the claim was refused: the row settled meanwhile, or the import is cancelling');
         return job.process(ctx);
       });
       if (outcome === undefined || outcome === 'held') {
@@ -417,7 +417,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       // Refused by a cancel (not by a settle elsewhere): the row is cancelled, never sent.
       if (caught instanceof RowTakenError) return (await gate.refused(importId, row, known.record.kind)) ? { kind: 'cancelled' } : { kind: 'taken' };
       if (caught instanceof RowFencedError) return { kind: 'fenced' };
-      if (caught instanceof CardCellsGoneError) return { kind: 'outcome', entry: { ...entry, status: 'failed', note: CARD_DATA_GONE }, status: 'failed' };
+      if (caught instanceof CardCellsGoneError) return { kind: 'outcome', entry: entryWith(entry, { status: 'failed', note: CARD_DATA_GONE }), status: 'failed' };
       if (caught instanceof RowRecheckError) return { kind: 'recheck', held: caught.held };
       // Nothing was sent: the row is read again once the rollback (if it was one) is handled.
       if (caught instanceof MarkInDoubtError) return { kind: 'recheck', held: true };
@@ -425,7 +425,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       // note, the job's failed reason and stack, the logs (src/secrets.ts).
       const error = withoutSecrets(caught, secretValues(known.plan, run.cells));
       // This attempt's request cannot have been applied: nothing to reconcile next time.
-      if (sentNow && provenNotApplied(error)) await write({ ...entry, status: 'pending' });
+      if (sentNow && provenNotApplied(error)) await write(entryWith(entry, { status: 'pending' }));
       return { kind: 'error', error, entry, ctx };
     }
   }
@@ -437,8 +437,8 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
    */
   async function conclude(name: JobName, failure: Extract<Attempt, { kind: 'error' }>, decision: Exclude<Decision, { kind: 'wait-for-budget' | 'retry' }>): Promise<LedgerEntry> {
     const { entry, ctx } = failure;
-    if (decision.kind === 'settle') return { ...entry, status: decision.status, note: decision.note };
-    const review: LedgerEntry = { ...entry, status: 'needs-review', note: decision.kind === 'needs-review' ? decision.note : mayHaveAppliedNote(decision.reason) };
+    if (decision.kind === 'settle') return entryWith(entry, { status: decision.status, note: decision.note });
+    const review = entryWith(entry, { status: 'needs-review', note: decision.kind === 'needs-review' ? decision.note : mayHaveAppliedNote(decision.reason) });
     const readBack = ROW_JOBS[name].readBack;
     if (decision.kind === 'needs-review' || !readBack) return review;
     const { reason } = decision;
@@ -446,7 +446,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       try {
         const verdict = await readBack({ ...ctx, previous: 'sent' });
         if (verdict) return withOutcome(entry, verdict);
-        return { ...entry, status: 'failed', note: notFoundNote(reason) };
+        return entryWith(entry, { status: 'failed', note: notFoundNote(reason) });
       } catch {
         return review;
       }
@@ -500,7 +500,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       const readBackOnly = secrets === undefined && (input.readBackOnly === true || holdsCards(known));
       const result: Attempt =
         readBackOnly && !ROW_JOBS[input.name].readBack
-          ? { kind: 'outcome', entry: { ...stored, status: 'failed', note: CARD_DATA_GONE }, status: 'failed' }
+          ? { kind: 'outcome', entry: entryWith(stored, { status: 'failed', note: CARD_DATA_GONE }), status: 'failed' }
           : await attemptRow({ name: input.name, importId, row, known, stored, cells, log, deferrable: false, claim: input.claim, readBackOnly }, figures);
       // (A row job's run is never deferred: only a batch's rows are.)
       if (result.kind === 'taken' || result.kind === 'deferred' || result.kind === 'fenced') return { kind: 'taken' };
@@ -591,7 +591,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
     };
     const handOff = async (entry: LedgerEntry, extra: { after?: number; verdict?: RowJobInput['verdict'] }, delayMs = 0): Promise<BatchRowResult> => {
       // Marked first: a batch run again leaves the row to its job, and re-adds the job (a no-op when it is there).
-      if (!(await writeUnsettled(importId, { row, entry: { ...entry, handed: true } }, input.claim))) {
+      if (!(await writeUnsettled(importId, { row, entry: entryWith(entry, { handed: true }) }, input.claim))) {
         // Refused: settled (its cells may go), or this run lost its job or another run holds the row (they stay).
         const fresh = await store.getRow(importId, row);
         if (fresh && isSettled(fresh.status)) await forget();
@@ -623,7 +623,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
       const figures: CallFigures = noCalls();
       const result: Attempt =
         readBackOnly && !ROW_JOBS[name].readBack
-          ? { kind: 'outcome', entry: { ...current, status: 'failed', note: CARD_DATA_GONE }, status: 'failed' }
+          ? { kind: 'outcome', entry: entryWith(current, { status: 'failed', note: CARD_DATA_GONE }), status: 'failed' }
           : await attemptRow({ name, importId, row, known, stored: current, cells, log, deferrable: true, claim: input.claim, readBackOnly }, figures);
       if (result.kind === 'recheck') {
         // Nothing was sent: the row is read again (sent now, so the next attempt reads back first).

@@ -42,17 +42,42 @@ export type RowState = (typeof UNSETTLED_STATES)[number] | RowStatus;
 
 export const isSettled = (state: RowState): state is RowStatus => state !== 'pending' && state !== 'sent';
 
+/**
+ * A copy of `entry` with `fields` changed. Every copy has every field, in
+ * one order (those it lacks undefined), so entries keep one shape: on the
+ * worker's hot path a row's entry is copied three to five times, and a
+ * spread (`{ ...entry, status }`) of the decoded entries' varied shapes
+ * cost about 3 µs a copy, this about a tenth of that.
+ */
+export function entryWith(entry: LedgerEntry, fields: Partial<LedgerEntry>): LedgerEntry {
+  const copy: LedgerEntry = {
+    cells: entry.cells,
+    job: entry.job,
+    status: entry.status,
+    attempts: entry.attempts,
+    lastAttemptAt: entry.lastAttemptAt,
+    preexisting: entry.preexisting,
+    handed: entry.handed,
+    claimed: entry.claimed,
+    customerId: entry.customerId,
+    subscriptionId: entry.subscriptionId,
+    paymentMethodKey: entry.paymentMethodKey,
+    note: entry.note,
+    candidates: entry.candidates,
+  };
+  return Object.assign(copy, fields);
+}
+
 /** The entry with `outcome` as its status and outcome fields (those it does not name are cleared). */
 export function withOutcome(entry: LedgerEntry, outcome: RowOutcome): LedgerEntry {
-  return {
-    ...entry,
+  return entryWith(entry, {
     status: outcome.status,
     customerId: outcome.customerId,
     subscriptionId: outcome.subscriptionId,
     paymentMethodKey: outcome.paymentMethodKey,
     note: outcome.note,
     candidates: outcome.candidates,
-  };
+  });
 }
 
 /** The outcome an entry holds; undefined while it is unsettled. */
@@ -97,12 +122,12 @@ const StoredEntrySchema = z.object({
  */
 export function encodeEntry(entry: LedgerEntry, claim?: { token: string; lockKey: string }): string {
   // Built by hand, byte for byte what JSON.stringify of the compact object (keys in this order, undefined
-  // ones left out) gives: a row is encoded at its mark and at its settle, and its cells, the bulk of the
-  // text, are the same each time (cellsJson).
+  // ones left out) gives. The cells' JSON is made afresh each time: keeping it per array (a WeakMap, and a
+  // copy of the values to tell a changed array) cost three times what it saved.
   let text = claim ? '{"s":"sent"' : `{"s":${JSON.stringify(entry.status)}`;
   if (entry.claimed) text += ',"f":1';
   if (claim) text += `,"k":${JSON.stringify(claim.token)},"l":${JSON.stringify(claim.lockKey)}`;
-  text += `,"c":${cellsJson(entry.cells)},"j":${JSON.stringify(entry.job)},"a":${JSON.stringify(entry.attempts)}`;
+  text += `,"c":${JSON.stringify(entry.cells)},"j":${JSON.stringify(entry.job)},"a":${JSON.stringify(entry.attempts)}`;
   if (entry.customerId !== undefined) text += `,"cid":${JSON.stringify(entry.customerId)}`;
   if (entry.subscriptionId !== undefined) text += `,"sid":${JSON.stringify(entry.subscriptionId)}`;
   if (entry.paymentMethodKey !== undefined) text += `,"pmk":${JSON.stringify(entry.paymentMethodKey)}`;
@@ -112,20 +137,6 @@ export function encodeEntry(entry: LedgerEntry, claim?: { token: string; lockKey
   if (entry.candidates !== undefined) text += `,"cand":${JSON.stringify(entry.candidates)}`;
   if (entry.handed) text += ',"h":1';
   return `${text}}`;
-}
-
-/**
- * The JSON of a row's cells, kept per array while its values are the same
- * ones (an entry's copies share their cells array; one changed in place is
- * encoded afresh, since its copy of the values no longer matches).
- */
-const cellsTexts = new WeakMap<readonly string[], { values: string[]; text: string }>();
-function cellsJson(cells: readonly string[]): string {
-  const known = cellsTexts.get(cells);
-  if (known && known.values.length === cells.length && known.values.every((value, i) => value === cells[i])) return known.text;
-  const text = JSON.stringify(cells);
-  cellsTexts.set(cells, { values: [...cells], text });
-  return text;
 }
 
 /**
@@ -168,16 +179,22 @@ export function decodeEntry(text: string): LedgerEntry {
   const value: unknown = JSON.parse(text);
   // A batch reads 25 entries a run: the common shape is checked by hand, the schema says what is wrong otherwise.
   const stored = isStoredEntry(value) ? value : StoredEntrySchema.parse(value);
-  const entry: LedgerEntry = { cells: stored.c, job: stored.j, status: stored.s, attempts: stored.a };
-  if (stored.cid !== undefined) entry.customerId = stored.cid;
-  if (stored.sid !== undefined) entry.subscriptionId = stored.sid;
-  if (stored.pmk !== undefined) entry.paymentMethodKey = stored.pmk;
-  if (stored.e !== undefined) entry.note = stored.e;
-  if (stored.t !== undefined) entry.lastAttemptAt = stored.t;
-  if (stored.pre !== undefined) entry.preexisting = stored.pre;
-  if (stored.cand !== undefined) entry.candidates = stored.cand;
-  if (stored.h !== undefined) entry.handed = true;
-  if (stored.f !== undefined) entry.claimed = true;
+  // Every field set, in entryWith's order: every entry one shape.
+  const entry: LedgerEntry = {
+    cells: stored.c,
+    job: stored.j,
+    status: stored.s,
+    attempts: stored.a,
+    lastAttemptAt: stored.t,
+    preexisting: stored.pre,
+    handed: stored.h === undefined ? undefined : true,
+    claimed: stored.f === undefined ? undefined : true,
+    customerId: stored.cid,
+    subscriptionId: stored.sid,
+    paymentMethodKey: stored.pmk,
+    note: stored.e,
+    candidates: stored.cand,
+  };
   return entry;
 }
 
