@@ -4,7 +4,7 @@ import { createExportStore } from '../../src/export/state.js';
 import { importFile } from '../../src/import/producer.js';
 import { retryRows } from '../../src/import/retry.js';
 import { importStatus } from '../../src/import/status.js';
-import { budgetUse } from '../../src/redis/budget.js';
+import { budgetUse, exportShareBeside } from '../../src/redis/budget.js';
 import { openRuntime, startWorkers, type Runtime } from '../../src/runtime.js';
 import { SandboxRefusal } from '../../src/sandbox/store.js';
 import { createLogger } from '../../src/log.js';
@@ -140,10 +140,12 @@ describe('imports and the export share the one budget', () => {
     expect(record.count).toBeGreaterThanOrEqual(12_000);
     // The import was still running when the export ended: the budget was shared, not handed over.
     expect((await importStatus(pipeline.runtime.store, id))?.settled).toBe(false);
-    // While both drew: its reserved 40% of the requests (give or take the sampling).
+    // While both drew: beside one import the export takes a turn like a second import, half the requests
+    // (above its floor of 40%), give or take the sampling; the import is not starved either way.
+    const share = exportShareBeside(0.4, 1);
     expect(exported + imported).toBeGreaterThan(100);
-    expect(exported / (exported + imported)).toBeGreaterThan(0.33);
-    expect(exported / (exported + imported)).toBeLessThan(0.5);
+    expect(exported / (exported + imported)).toBeGreaterThan(share - 0.12);
+    expect(exported / (exported + imported)).toBeLessThan(share + 0.12);
     expect(pipeline.sandbox.stats().faults.rateLimited).toBe(0);
   });
 });
