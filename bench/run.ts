@@ -22,7 +22,7 @@ import { durableMarks } from './durableMarks.js';
 import { exportBench } from './exportBench.js';
 import { historyBench } from './historyBench.js';
 import { importThroughput, latencyTolerance } from './importThroughput.js';
-import { loadAverage, pipelineBench } from './pipeline.js';
+import { loadAverage, PIPELINE_CONCURRENCY, pipelineBench } from './pipeline.js';
 import { producer } from './producer.js';
 import { rateAdherence } from './rateAdherence.js';
 import { shareBench } from './shareBench.js';
@@ -78,6 +78,7 @@ await step('pipeline: end to end against the raw loop, at 0/20/50 ms', () =>
     rows: size('BENCH_PIPELINE_ROWS', 20_000),
     latencies: process.env.BENCH_PIPELINE_LATENCIES?.split(',').map(Number).filter((n) => Number.isSafeInteger(n) && n >= 0) ?? [0, 20, 50],
     rateRows: size('BENCH_PIPELINE_RATE_ROWS', 4_000),
+    concurrency: size('BENCH_PIPELINE_CONCURRENCY', PIPELINE_CONCURRENCY),
   }),
 );
 await step('customers: requests per row on a large base', () => customersBench(SIZES.customerBases));
