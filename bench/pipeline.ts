@@ -42,7 +42,10 @@
  * Beside both, the exactly-once floor: the raw loop's requests with a
  * `sent` mark before each and a settle after, in Redis, gathered per turn
  * of the event loop as subsync gathers them. It is what the protocol alone
- * costs, so the distance from it to subsync is subsync's own code.
+ * costs, so the distance from it to subsync is subsync's own code. And the
+ * same floor with the duplicate guard done the leanest way: each row's
+ * person claimed and looked up in an index in the mark's call, written
+ * into the index (its claim let go) in the settle's.
  */
 import { spawn } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
@@ -52,6 +55,7 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import { Pool } from 'undici';
 import { importFile } from '../src/import/producer.js';
+import { fieldKey, freshDigestOf, identityKey, type Person } from '../src/customers/identity.js';
 import { coalesce } from '../src/redis/coalesce.js';
 import { createBodies } from './importThroughput.js';
 import { writeCustomersCsv } from './make-customers.js';
@@ -106,6 +110,8 @@ export async function pipelineBench(options: { rows: number; latencies: number[]
       log(`pipeline ${latencyMs} ms: raw ${raw.rowsPerSecond.toFixed(0)} rows/s, ${raw.cpuUs.toFixed(0)} µs/row; warm ${rawWarm.rowsPerSecond.toFixed(0)} rows/s, ${rawWarm.cpuUs.toFixed(0)} µs/row`);
       const floor = await floorLoop(passes[0] as string[], latencyMs, redis, concurrency);
       log(`pipeline ${latencyMs} ms: floor ${floor.rowsPerSecond.toFixed(0)} rows/s, ${floor.cpuUs.toFixed(0)} µs/row ${JSON.stringify(floor.parts)}`);
+      const guardedFloor = await floorLoop(passes[0] as string[], latencyMs, redis, concurrency, true);
+      log(`pipeline ${latencyMs} ms: floor with the guard ${guardedFloor.rowsPerSecond.toFixed(0)} rows/s, ${guardedFloor.cpuUs.toFixed(0)} µs/row ${JSON.stringify(guardedFloor.parts)}`);
       const [sub, subWarm] = await subsyncSide(files, rows, latencyMs, redis, concurrency) as [Side, Side];
       for (const [pass, side] of [['cold', sub], ['warm', subWarm]] as const) {
         log(`pipeline ${latencyMs} ms: subsync ${pass} ${side.rowsPerSecond.toFixed(0)} rows/s, ${side.cpuUs.toFixed(0)} µs/row ${JSON.stringify(side.parts)}, ${side.redisCalls?.toFixed(1)} Redis commands/row`);
@@ -126,6 +132,13 @@ export async function pipelineBench(options: { rows: number; latencies: number[]
         baseline: raw.cpuUs,
         baselineLabel: 'raw loop process (µs/row)',
         note: `what the protocol alone costs, for scale: loop ${floor.parts.loop?.toFixed(0)}, Redis ${floor.parts.redis?.toFixed(0)}; ${floor.rowsPerSecond.toFixed(0)} rows/s`,
+      });
+      out.push({
+        figure: `Pipeline: ${size}: CPU per row (µs), the floor with the duplicate guard (claim and index read in the mark's call, index write and release in the settle's) / raw loop`,
+        subsync: guardedFloor.cpuUs,
+        baseline: raw.cpuUs,
+        baselineLabel: 'raw loop process (µs/row)',
+        note: `for scale: loop ${guardedFloor.parts.loop?.toFixed(0)}, Redis ${guardedFloor.parts.redis?.toFixed(0)}; ${guardedFloor.rowsPerSecond.toFixed(0)} rows/s`,
       });
       for (const [pass, side, base] of [['a fresh worker', sub, raw], ['the same worker, warm (its second import; raw: its second pass)', subWarm, rawWarm]] as const) {
         const cpu = side.cpuUs / base.cpuUs;
@@ -195,6 +208,51 @@ for i = 1, #ARGV, 2 do
   if now == 's' then redis.call('HSET', KEYS[1], ARGV[i], 'c' .. ARGV[i + 1]); out[#out + 1] = 1 else out[#out + 1] = 0 end
 end
 return out`;
+// The guarded floor's mark: each row's person claimed and looked up in the index in the same call; a person
+// the index holds lets the claim go and is not marked (nor sent), another's claim is not marked either.
+// KEYS: ledger, claims, then each row's identity bucket. ARGV: (row, identity digest, claimant) per row.
+const GUARDED_MARK_LUA = `local out = {}
+for i = 3, #KEYS do
+  local a = 3 * (i - 3)
+  local row, digest, claimant = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+  out[i - 2] = 0
+  if redis.call('HSETNX', KEYS[2], digest, claimant) == 1 then
+    if redis.call('HGET', KEYS[i], digest) then redis.call('HDEL', KEYS[2], digest)
+    else
+      local now = redis.call('HGET', KEYS[1], row)
+      if now == false or now == 'p' then redis.call('HSET', KEYS[1], row, 's'); out[i - 2] = 1 end
+    end
+  end
+end
+return out`;
+// Its settle: the row settled once, its claim let go, its identity and email written into the index.
+// KEYS: ledger, claims, then each row's identity bucket and email bucket. ARGV: (row, CustomerID, identity digest, claimant, email digest) per row.
+const GUARDED_SETTLE_LUA = `local out = {}
+local n = 0
+for i = 1, #ARGV, 5 do
+  n = n + 1
+  local row, id, digest, claimant, email = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  out[n] = 0
+  if redis.call('HGET', KEYS[1], row) == 's' then
+    redis.call('HSET', KEYS[1], row, 'c' .. id)
+    out[n] = 1
+  end
+  if redis.call('HGET', KEYS[2], digest) == claimant then redis.call('HDEL', KEYS[2], digest) end
+  redis.call('HSETNX', KEYS[1 + 2 * n], digest, id)
+  redis.call('HSETNX', KEYS[2 + 2 * n], email, id)
+end
+return out`;
+/** Index buckets of the guarded floor, per kind: about 10 entries each at 20,000 rows. */
+const FLOOR_BUCKETS = 2_000;
+
+/** A guarded floor row's person, as its claim and index keys need it. */
+interface FloorGuard {
+  claimant: string;
+  identity: Buffer;
+  email: Buffer;
+  identityBucket: string;
+  emailBucket: string;
+}
 
 /**
  * The floor of any loop that creates nothing twice: the raw loop's requests,
@@ -203,33 +261,68 @@ return out`;
  * one script call each (as subsync gathers them). No CSV, no queue, no
  * guard, no budget: what exactly-once alone costs over a bare request. Its
  * CPU is this process's and Redis's.
+ *
+ * `guarded` adds the duplicate guard done the leanest way: each row's
+ * person (its identity and email digested in the loop, as subsync does) is
+ * claimed and looked up in an index in the mark's call, and written into
+ * the index, its claim let go, in the settle's. Its index is small and
+ * fresh (no large base in it), so it is a floor too.
  */
-async function floorLoop(bodies: string[], latencyMs: number, redis: OwnRedis, concurrency: number): Promise<Side> {
+async function floorLoop(bodies: string[], latencyMs: number, redis: OwnRedis, concurrency: number, guarded = false): Promise<Side> {
   const sandbox = await spawnSandbox(latencyMs > 0 ? ['--latency', String(latencyMs)] : []);
   const pool = new Pool(sandbox.url, { connections: concurrency, pipelining: 1 });
   const client = new Redis(redis.url);
-  const ledger = `floor:${Date.now()}`;
+  const base = `floor:${Date.now()}`;
+  const ledger = base;
+  const claims = `${base}:claims`;
+  const buckets = new Set<string>();
+  const bucketOf = (kind: string, digest: Buffer): string => {
+    const key = `${base}:${kind}:${digest.readUInt32BE(0) % FLOOR_BUCKETS}`;
+    buckets.add(key);
+    return key;
+  };
+  // The people are read from the bodies before the clock starts: subsync has them from the row's cells.
+  const people = guarded ? bodies.map((body) => JSON.parse(body) as Person) : [];
+  const guardOf = (i: number, row: string): FloorGuard | undefined => {
+    const person = people[i];
+    if (!person) return undefined;
+    const identity = freshDigestOf(identityKey(person));
+    const email = freshDigestOf(fieldKey('EmailAddress', person.EmailAddress));
+    return { claimant: `floor:${row}`, identity, email, identityBucket: bucketOf('i', identity), emailBucket: bucketOf('e', email) };
+  };
   const answers = (reply: unknown, n: number): boolean[] => {
     if (!Array.isArray(reply) || reply.length !== n) throw new Error(`floor: unexpected script reply ${String(reply)}`);
     return reply.map((v) => v === 1);
   };
-  const mark = coalesce<string, boolean>(async (_k, rows) => answers(await client.eval(FLOOR_MARK_LUA, 1, ledger, ...rows), rows.length));
-  const settle = coalesce<[string, string], boolean>(async (_k, pairs) => answers(await client.eval(FLOOR_SETTLE_LUA, 1, ledger, ...pairs.flat()), pairs.length));
+  type Marked = { row: string; guard: FloorGuard | undefined };
+  type Settled = Marked & { id: string };
+  const mark = coalesce<Marked, boolean>(async (_k, rows) => {
+    if (!guarded) return answers(await client.eval(FLOOR_MARK_LUA, 1, ledger, ...rows.map((r) => r.row)), rows.length);
+    const keys = [ledger, claims, ...rows.map((r) => r.guard?.identityBucket ?? '')];
+    return answers(await client.eval(GUARDED_MARK_LUA, keys.length, ...keys, ...rows.flatMap((r) => [r.row, r.guard?.identity ?? '', r.guard?.claimant ?? ''])), rows.length);
+  });
+  const settle = coalesce<Settled, boolean>(async (_k, rows) => {
+    if (!guarded) return answers(await client.eval(FLOOR_SETTLE_LUA, 1, ledger, ...rows.flatMap((r) => [r.row, r.id])), rows.length);
+    const keys = [ledger, claims, ...rows.flatMap((r) => [r.guard?.identityBucket ?? '', r.guard?.emailBucket ?? ''])];
+    return answers(await client.eval(GUARDED_SETTLE_LUA, keys.length, ...keys, ...rows.flatMap((r) => [r.row, r.id, r.guard?.identity ?? '', r.guard?.claimant ?? '', r.guard?.email ?? ''])), rows.length);
+  });
   try {
     const before = { self: process.cpuUsage(), redis: await processCpuMs(redis.pid) };
     const seconds = await runConcurrent(bodies.length, concurrency, async (i) => {
       const row = String(i);
-      if (!(await mark('', row))) throw new Error(`floor: row ${row} not marked`);
+      const guard = guardOf(i, row);
+      if (!(await mark('', { row, guard }))) throw new Error(`floor: row ${row} not marked`);
       const response = await pool.request({ method: 'POST', path: '/json/customers', headers: { 'content-type': 'application/json' }, body: bodies[i] });
       const created = (await response.body.json()) as { CustomerID?: string };
-      if (!(await settle('', [row, String(created.CustomerID)]))) throw new Error(`floor: row ${row} not settled`);
+      if (!(await settle('', { row, guard, id: String(created.CustomerID) }))) throw new Error(`floor: row ${row} not settled`);
     });
     const used = process.cpuUsage(before.self);
     const self = (used.user + used.system) / bodies.length;
     const redisUs = (1000 * ((await processCpuMs(redis.pid)) - before.redis)) / bodies.length;
     return { rowsPerSecond: bodies.length / seconds, cpuUs: self + redisUs, parts: { loop: self, redis: redisUs } };
   } finally {
-    await client.del(ledger);
+    const keys = [ledger, claims, ...buckets];
+    for (let at = 0; at < keys.length; at += 500) await client.del(...keys.slice(at, at + 500));
     client.disconnect();
     await pool.close();
     await sandbox.close();
