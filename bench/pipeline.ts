@@ -272,12 +272,11 @@ async function floorLoop(bodies: string[], latencyMs: number, redis: OwnRedis, c
   const sandbox = await spawnSandbox(latencyMs > 0 ? ['--latency', String(latencyMs)] : []);
   const pool = new Pool(sandbox.url, { connections: concurrency, pipelining: 1 });
   const client = new Redis(redis.url);
-  const base = `floor:${Date.now()}`;
-  const ledger = base;
-  const claims = `${base}:claims`;
+  const ledger = `floor:${Date.now()}`;
+  const claims = `${ledger}:claims`;
   const buckets = new Set<string>();
   const bucketOf = (kind: string, digest: Buffer): string => {
-    const key = `${base}:${kind}:${digest.readUInt32BE(0) % FLOOR_BUCKETS}`;
+    const key = `${ledger}:${kind}:${digest.readUInt32BE(0) % FLOOR_BUCKETS}`;
     buckets.add(key);
     return key;
   };
