@@ -395,16 +395,18 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
 
     /**
      * Records customers met since the index was made current: by a delta
-     * read (then `state` moves the index's end), or created or read by
-     * subsync itself (no state: the end of the listing is not known).
+     * read (then `state` moves the index's end; `read`, the customers the
+     * delta read in all, when its pages were recorded as they came), or
+     * created or read by subsync itself (no state: the end of the listing
+     * is not known).
      */
-    async remember(customers: readonly Customer[], state?: Pick<IndexMeta, 'refreshedAt' | 'total' | 'lastId'> & { gen: number; from: string }): Promise<void> {
+    async remember(customers: readonly Customer[], state?: Pick<IndexMeta, 'refreshedAt' | 'total' | 'lastId'> & { gen: number; from: string; read?: number }): Promise<void> {
       const current = await meta({ fresh: state !== undefined });
       if (!current) return;
       await write(addScript, current, customers);
       if (!state) return;
       // Only onto the generation the delta read from: one switched in meanwhile has its own end.
-      await moveEndScript.run(redis, [metaKey], [String(state.gen), String(state.refreshedAt), String(state.total), state.lastId, String(customers.length), state.from]);
+      await moveEndScript.run(redis, [metaKey], [String(state.gen), String(state.refreshedAt), String(state.total), state.lastId, String(state.read ?? customers.length), state.from]);
       forget();
     },
 

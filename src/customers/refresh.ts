@@ -12,6 +12,8 @@
  *   will do), and every customer after it is new. One request when nothing
  *   was created; one more per 100 new customers. That is also how a create
  *   whose answer was lost is found again: it is one of the newest customers.
+ *   Each page's customers are written into the index as the page is read;
+ *   the index's end moves once the whole delta is read.
  *
  * One process at a time runs a delta (a lock in Redis); the others wait for
  * its result, so a burst of rows that each need a current index costs one
@@ -81,8 +83,10 @@ function ascends(customers: readonly Customer[], previous?: string): boolean {
  * Reads the end of the listing after the customer at `from.total - 1`, which
  * must be `from.lastId`. Undefined when it is not (customers were removed or
  * inserted before the end), or when what follows is not in ascending order.
+ * `onPage` is handed each page's new customers once they passed those checks,
+ * before the next page is read.
  */
-async function readTail(deps: RefreshDeps, from: { total: number; lastId: string }): Promise<{ customers: Customer[]; total: number; lastId: string; startedAt: number } | undefined> {
+async function readTail(deps: RefreshDeps, from: { total: number; lastId: string }, onPage?: (customers: Customer[]) => Promise<void>): Promise<{ customers: Customer[]; total: number; lastId: string; startedAt: number } | undefined> {
   const now = deps.now ?? Date.now;
   const startedAt = now();
   const customers: Customer[] = [];
@@ -96,6 +100,7 @@ async function readTail(deps: RefreshDeps, from: { total: number; lastId: string
     }
     if (!ascends(records, customers.at(-1)?.CustomerID ?? (from.total > 0 ? from.lastId : undefined))) return undefined;
     customers.push(...records);
+    if (onPage && records.length > 0) await onPage(records);
     if (page.Customers.length < SEARCH_PAGE_SIZE) {
       // The count the last page gave must be the old one plus what was read, or something moved meanwhile.
       if (page.TotalItemCount !== from.total + customers.length) return undefined;
@@ -177,13 +182,17 @@ export async function refreshDelta(input: RefreshDeps): Promise<RefreshOutcome |
   const { deps, requests } = counted(input);
   const meta = await deps.index.meta({ fresh: true });
   if (!meta?.appendOnly || meta.refreshedAt === 0) return undefined;
-  const tail = await readTail(deps, meta);
+  // Each page's customers go into the index as it is read: a delta during a long import reads tens of thousands
+  // (the import's own creates among them), and written all at its end they held Redis and the process that read
+  // them for half a second, every row waiting meanwhile. Written early, they are true all the same: the end of
+  // the listing moves only once the delta is whole.
+  const tail = await readTail(deps, meta, (customers) => deps.index.remember(customers));
   if (!tail) {
     await deps.index.markStale();
     return undefined;
   }
   // The end moves only from the one read from: a Redis that came back without the delta before keeps its own.
-  await deps.index.remember(tail.customers, { gen: meta.gen, refreshedAt: tail.startedAt, total: tail.total, lastId: tail.lastId, from: meta.lastId });
+  await deps.index.remember([], { gen: meta.gen, refreshedAt: tail.startedAt, total: tail.total, lastId: tail.lastId, from: meta.lastId, read: tail.customers.length });
   await deps.onCustomers?.(tail.customers);
   return { kind: 'delta', requests: requests(), read: tail.customers.length, meta: await deps.index.meta({ fresh: true }) };
 }

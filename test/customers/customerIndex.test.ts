@@ -66,6 +66,38 @@ describe('the customer index', () => {
     expect(p.sandbox.stats().requests).toBe(1);
   });
 
+  it('a delta of several pages writes each page into the index as it is read, and moves the end once the last is read', async () => {
+    const { p, deps } = await setUp(250);
+    const built = (await refreshFull(deps)).meta;
+    if (!built) throw new Error('no index built');
+    // 230 new customers: the page at the old end holds its last customer and 99 new ones, then 100, then 31.
+    const added = Array.from({ length: 230 }, (_, i) => p.sandbox.store.createCustomer(customerInput({ FirstName: `New${i}`, LastName: 'Paged', EmailAddress: `new${i}@paged.example` })));
+    const firstPage = added.slice(0, 99);
+    const seenBeforeLastPage: { firstPage?: string[][]; lastId?: string } = {};
+    let searches = 0;
+    const watching: RefreshDeps = {
+      ...deps,
+      api: {
+        ...deps.api,
+        searchCustomers: async (query) => {
+          if (++searches === 3) {
+            // What the index held when the delta asked for its last page.
+            seenBeforeLastPage.firstPage = await p.runtime.customers.lookup(built, 'i', firstPage.map(identityKey));
+            seenBeforeLastPage.lastId = (await p.runtime.customers.meta({ fresh: true }))?.lastId;
+          }
+          return deps.api.searchCustomers(query);
+        },
+      },
+    };
+    const meta = await currentIndex(watching, Date.now());
+    expect(searches).toBe(3);
+    expect(seenBeforeLastPage.firstPage).toEqual(firstPage.map((c) => [c.CustomerID]));
+    expect(seenBeforeLastPage.lastId).toBe(built.lastId);
+    expect(meta).toMatchObject({ lastId: added.at(-1)?.CustomerID, total: built.total + added.length, count: built.count + added.length });
+    if (!meta) return;
+    expect(await p.runtime.customers.lookup(meta, 'i', added.map(identityKey))).toEqual(added.map((c) => [c.CustomerID]));
+  });
+
   it('a delta that read from an end Redis has since lost moves no end: the next one reads the customers in between', async () => {
     const { p, deps } = await setUp(250);
     await refreshFull(deps);
