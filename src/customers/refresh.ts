@@ -83,31 +83,42 @@ function ascends(customers: readonly Customer[], previous?: string): boolean {
  * Reads the end of the listing after the customer at `from.total - 1`, which
  * must be `from.lastId`. Undefined when it is not (customers were removed or
  * inserted before the end), or when what follows is not in ascending order.
- * `onPage` is handed each page's new customers once they passed those checks,
- * before the next page is read.
+ * After the first page, the pages its count says are there are read up to
+ * {@link FULL_REFRESH_CONCURRENCY} at once: one after the other, a delta
+ * during a fast import (thousands of creates a second) could not keep up
+ * with the end it reads. `onPage` is handed each page's new customers, in
+ * the listing's order, once they passed those checks.
  */
 async function readTail(deps: RefreshDeps, from: { total: number; lastId: string }, onPage?: (customers: Customer[]) => Promise<void>): Promise<{ customers: Customer[]; total: number; lastId: string; startedAt: number } | undefined> {
   const now = deps.now ?? Date.now;
   const startedAt = now();
   const customers: Customer[] = [];
   let skip = Math.max(0, from.total - 1);
-  for (let first = true; ; first = false) {
-    const page = await searchPage(deps, { contains: '', skip, take: SEARCH_PAGE_SIZE });
-    let records = page.Customers;
-    if (first && from.total > 0) {
-      if (records[0]?.CustomerID !== from.lastId) return undefined;
-      records = records.slice(1);
+  // The listing's length as last answered: the pages below it are full (it only grows at its end).
+  let listed = from.total;
+  let first = true;
+  for (;;) {
+    const count = Math.min(FULL_REFRESH_CONCURRENCY, Math.max(1, Math.ceil((listed - skip) / SEARCH_PAGE_SIZE)));
+    const pages = await Promise.all(Array.from({ length: count }, async (_, i) => searchPage(deps, { contains: '', skip: skip + i * SEARCH_PAGE_SIZE, take: SEARCH_PAGE_SIZE })));
+    for (const page of pages) {
+      let records = page.Customers;
+      if (first && from.total > 0) {
+        if (records[0]?.CustomerID !== from.lastId) return undefined;
+        records = records.slice(1);
+      }
+      first = false;
+      if (!ascends(records, customers.at(-1)?.CustomerID ?? (from.total > 0 ? from.lastId : undefined))) return undefined;
+      customers.push(...records);
+      if (onPage && records.length > 0) await onPage(records);
+      if (page.Customers.length < SEARCH_PAGE_SIZE) {
+        // The count the last page gave must be the old one plus what was read, or something moved meanwhile.
+        if (page.TotalItemCount !== from.total + customers.length) return undefined;
+        const lastId = customers.at(-1)?.CustomerID ?? from.lastId;
+        return { customers, total: page.TotalItemCount, lastId, startedAt };
+      }
+      listed = Math.max(listed, page.TotalItemCount);
+      skip += SEARCH_PAGE_SIZE;
     }
-    if (!ascends(records, customers.at(-1)?.CustomerID ?? (from.total > 0 ? from.lastId : undefined))) return undefined;
-    customers.push(...records);
-    if (onPage && records.length > 0) await onPage(records);
-    if (page.Customers.length < SEARCH_PAGE_SIZE) {
-      // The count the last page gave must be the old one plus what was read, or something moved meanwhile.
-      if (page.TotalItemCount !== from.total + customers.length) return undefined;
-      const lastId = customers.at(-1)?.CustomerID ?? from.lastId;
-      return { customers, total: page.TotalItemCount, lastId, startedAt };
-    }
-    skip += SEARCH_PAGE_SIZE;
   }
 }
 

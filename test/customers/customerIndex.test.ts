@@ -2,6 +2,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createApiClient, type ApiClient } from '../../src/api/client.js';
 import { digestOf, fieldKey, identityKey } from '../../src/customers/identity.js';
 import { currentIndex, refreshFull, type RefreshDeps } from '../../src/customers/refresh.js';
+import type { IndexMeta } from '../../src/customers/customerIndex.js';
+import type { Customer } from '../../src/api/schemas/index.js';
 import { customerInput } from '../support/bodies.js';
 import { exportNow } from '../support/exports.js';
 import { startPipeline, until, type Pipeline } from '../support/pipeline.js';
@@ -25,6 +27,27 @@ async function setUp(customers: number): Promise<{ p: Pipeline; deps: RefreshDep
   api = createApiClient({ baseUrl: p.sandbox.url });
   pipeline = p;
   return { p, deps: { api, budget: noBudget, index: p.runtime.customers, redis: p.runtime.redis, prefix: p.prefix } };
+}
+
+/** An index built over 250 customers, then `count` customers created after it (last name `name`). */
+async function builtThenAdded(count: number, name: string): Promise<{ p: Pipeline; deps: RefreshDeps; built: IndexMeta; added: Customer[] }> {
+  const { p, deps } = await setUp(250);
+  const built = (await refreshFull(deps)).meta;
+  if (!built) throw new Error('no index built');
+  const added = Array.from({ length: count }, (_, i) => p.sandbox.store.createCustomer(customerInput({ FirstName: `${name}${i}`, LastName: name, EmailAddress: `${name}${i}@delta.example` })));
+  return { p, deps, built, added };
+}
+
+/** The deps with each search of the listing made through `around` (which calls `search` to send it). */
+function searchingThrough(deps: RefreshDeps, around: (search: () => ReturnType<ApiClient['searchCustomers']>) => ReturnType<ApiClient['searchCustomers']>): RefreshDeps {
+  return { ...deps, api: { ...deps.api, searchCustomers: (query) => around(() => deps.api.searchCustomers(query)) } };
+}
+
+/** The delta moved the index's end past every added customer, and the index holds each. */
+async function expectIndexed(p: Pipeline, built: IndexMeta, meta: IndexMeta | undefined, added: readonly Customer[]): Promise<void> {
+  expect(meta).toMatchObject({ lastId: added.at(-1)?.CustomerID, total: built.total + added.length, count: built.count + added.length });
+  if (!meta) throw new Error('no index');
+  expect(await p.runtime.customers.lookup(meta, 'i', added.map(identityKey))).toEqual(added.map((c) => [c.CustomerID]));
 }
 
 describe('the customer index', () => {
@@ -67,35 +90,48 @@ describe('the customer index', () => {
   });
 
   it('a delta of several pages writes each page into the index as it is read, and moves the end once the last is read', async () => {
-    const { p, deps } = await setUp(250);
-    const built = (await refreshFull(deps)).meta;
-    if (!built) throw new Error('no index built');
     // 230 new customers: the page at the old end holds its last customer and 99 new ones, then 100, then 31.
-    const added = Array.from({ length: 230 }, (_, i) => p.sandbox.store.createCustomer(customerInput({ FirstName: `New${i}`, LastName: 'Paged', EmailAddress: `new${i}@paged.example` })));
+    const { p, deps, built, added } = await builtThenAdded(230, 'Paged');
     const firstPage = added.slice(0, 99);
     const seenBeforeLastPage: { firstPage?: string[][]; lastId?: string } = {};
     let searches = 0;
-    const watching: RefreshDeps = {
-      ...deps,
-      api: {
-        ...deps.api,
-        searchCustomers: async (query) => {
-          if (++searches === 3) {
-            // What the index held when the delta asked for its last page.
-            seenBeforeLastPage.firstPage = await p.runtime.customers.lookup(built, 'i', firstPage.map(identityKey));
-            seenBeforeLastPage.lastId = (await p.runtime.customers.meta({ fresh: true }))?.lastId;
-          }
-          return deps.api.searchCustomers(query);
-        },
-      },
-    };
-    const meta = await currentIndex(watching, Date.now());
+    const meta = await currentIndex(
+      searchingThrough(deps, async (search) => {
+        if (++searches === 3) {
+          // What the index held when the delta asked for its last page.
+          seenBeforeLastPage.firstPage = await p.runtime.customers.lookup(built, 'i', firstPage.map(identityKey));
+          seenBeforeLastPage.lastId = (await p.runtime.customers.meta({ fresh: true }))?.lastId;
+        }
+        return search();
+      }),
+      Date.now(),
+    );
     expect(searches).toBe(3);
     expect(seenBeforeLastPage.firstPage).toEqual(firstPage.map((c) => [c.CustomerID]));
     expect(seenBeforeLastPage.lastId).toBe(built.lastId);
-    expect(meta).toMatchObject({ lastId: added.at(-1)?.CustomerID, total: built.total + added.length, count: built.count + added.length });
-    if (!meta) return;
-    expect(await p.runtime.customers.lookup(meta, 'i', added.map(identityKey))).toEqual(added.map((c) => [c.CustomerID]));
+    await expectIndexed(p, built, meta, added);
+  });
+
+  it("a delta reads the pages after its first side by side, no more pages than there are, and keeps the listing's order", async () => {
+    // 450 new customers: the page at the old end (its last customer and 99 new), then 351 more in four pages.
+    const { p, deps, built, added } = await builtThenAdded(450, 'Wide');
+    let out = 0;
+    let most = 0;
+    p.sandbox.resetStats();
+    const meta = await currentIndex(
+      searchingThrough(deps, async (search) => {
+        most = Math.max(most, ++out);
+        try {
+          return await search();
+        } finally {
+          out--;
+        }
+      }),
+      Date.now(),
+    );
+    expect(p.sandbox.stats().byEndpoint).toEqual({ searchCustomers: 5 });
+    expect(most).toBe(4);
+    await expectIndexed(p, built, meta, added);
   });
 
   it('a delta that read from an end Redis has since lost moves no end: the next one reads the customers in between', async () => {
