@@ -19,8 +19,10 @@ import { luaScript } from '../redis/script.js';
  * - **release**: moving one batch from its backlog into the rows queue. A
  *   batch is first moved, in one script, to the `releasing` hash, then added
  *   to the queue under its deterministic job id, then dropped from
- *   `releasing`: a feeder that dies between the steps leaves it in
- *   `releasing`, and the next feeder adds it again (a no-op when it is there).
+ *   `releasing`. A batch still there when a pass begins was left between the
+ *   steps (a feeder that died, a pass whose add failed, or whose add a Redis
+ *   that lost writes forgot): the pass adds it again (a no-op when it is
+ *   there), so no batch waits there for ever.
  * - **in flight**: rows of jobs waiting in the queue or held by workers.
  * - **turn**: the round-robin of imports with a backlog, in the order they
  *   came, each releasing as many batches in its turn as its priority's weight
@@ -134,14 +136,17 @@ return out
 `;
 
 // KEYS: lock. ARGV: token, ms. Renews the lock while it is this feeder's, or takes it when free.
+// KEYS: lock, releasing. ARGV: token, ms. Takes or renews the feeder lock; returns {0: held by another,
+// 1: renewed, 2: taken; batches in releasing}.
 const LOCK_SCRIPT = `
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] or not holder then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]))
-  if holder then return 1 end
-  return 2
+  local state = 2
+  if holder then state = 1 end
+  return {state, redis.call('HLEN', KEYS[2])}
 end
-return 0
+return {0, 0}
 `;
 const RELEASE_LOCK = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
 
@@ -364,7 +369,7 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
     await redis.hdel(keys.releasing, ...batches.map((b) => `${b.importId}:${b.block}`));
   }
 
-  /** Batches a feeder took from a backlog and did not see into the queue (it died): into the queue now. */
+  /** Batches a feeder took from a backlog and did not see into the queue (it died, or its add failed or was lost): into the queue now. */
   async function recover(): Promise<number> {
     const releasing = await redis.hgetall(keys.releasing);
     const batches: Array<{ importId: string; block: number; data: RowBatchData }> = [];
@@ -378,7 +383,7 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
       batches.push({ importId: field.slice(0, at), block: Number(field.slice(at + 1)), data: parsed.data });
     }
     await queueBatches(batches);
-    if (batches.length > 0) deps.logger.info({ batches: batches.length }, 'feeder: batches a previous feeder was releasing are queued');
+    if (batches.length > 0) deps.logger.info({ batches: batches.length }, 'feeder: batches left between the backlog and the queue are queued');
     return batches.length;
   }
 
@@ -562,7 +567,8 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
 
   return {
     async runOnce() {
-      const lock = Number(await lockScript.run(redis, [keys.lock], [token, String(lockMs)]));
+      const reply = await lockScript.run(redis, [keys.lock, keys.releasing], [token, String(lockMs)]);
+      const [lock, releasing] = Array.isArray(reply) ? reply.map(Number) : [0, 0];
       if (lock === 0) {
         locked = false;
         return 0;
@@ -570,8 +576,10 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
       if (lock === 2 || !locked) {
         locked = true;
         current = undefined;
-        await recover();
       }
+      // Passes of one feeder never overlap, so a batch in `releasing` now was left there: by a feeder
+      // that died, or by a pass of this one whose add failed or was lost with Redis's last writes.
+      if ((releasing ?? 0) > 0) await recover();
       const released = await release();
       await measureRates();
       return released;

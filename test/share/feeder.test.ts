@@ -104,4 +104,26 @@ describe('the feeder', () => {
     expect(await redis.hlen(keys.releasing)).toBe(0);
     await next.close();
   });
+
+  it("a batch its own pass left between backlog and queue is queued by its next pass, the lock never changing hands", async () => {
+    pipeline = await startPipeline({ workers: false, seed: false });
+    const { redis, queues } = pipeline.runtime;
+    const keys = feedKeys(pipeline.prefix);
+    await pushBacklog(redis, pipeline.prefix, 'imp', [batch('imp', 0), batch('imp', 1)]);
+    const feeder = feederOf(pipeline.runtime, 25);
+    expect(await feeder.runOnce()).toBe(1);
+    expect(feeder.holdsLock()).toBe(true);
+    // What a Redis that lost its last writes comes back with: the pass's take of block 0 kept, its add and
+    // the drop from `releasing` lost (or an add that failed on a cut connection).
+    const job = await queues.rows.getJob(batchJobId('imp', 0));
+    await job?.remove();
+    await redis.hset(keys.releasing, 'imp:0', JSON.stringify(batch('imp', 0).data));
+
+    // The lock is this feeder's still (renewed, not taken): its next pass queues block 0 again.
+    await feeder.runOnce();
+    expect(feeder.holdsLock()).toBe(true);
+    expect((await queues.rows.getPrioritized(0, -1)).map((j) => j.id)).toContain(batchJobId('imp', 0));
+    expect(await redis.hlen(keys.releasing)).toBe(0);
+    await feeder.close();
+  });
 });
