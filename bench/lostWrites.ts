@@ -43,7 +43,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
-import { createImportStore } from '../src/store/importStore.js';
+import { createImportStore, isSettled, type ImportStore } from '../src/store/importStore.js';
+import { batchJobId, batchOf, openQueues, rowJobId } from '../src/queue/queues.js';
+import { feedKeys } from '../src/queue/feeder.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/server.js';
 
 // From bench/ (a test imports this file) or from dist/bench/ (node runs it).
@@ -311,7 +313,50 @@ export interface LossTryResult {
   notes: string[];
   /** The import was put in read-back mode (what `status` shows). */
   readBack: boolean;
+  /** For the first batches holding rows without an outcome: their ledger entries, jobs and place in the feeder (empty when every row has one). */
+  stuck: string[];
   seconds: number;
+}
+
+/**
+ * What holds the first unsettled rows of an import (at most `limit` batches): each row's ledger entry,
+ * its batch job's and own job's state, and whether the feeder still holds its batch.
+ */
+async function describeStuck(redis: Redis, store: ImportStore, importId: string, total: number, limit = 3): Promise<string[]> {
+  const byBatch = new Map<number, string[]>();
+  for await (const { row, entry } of store.rowsInOrder(importId, total)) {
+    if (isSettled(entry.status)) continue;
+    const block = batchOf(row);
+    if (!byBatch.has(block) && byBatch.size >= limit) continue;
+    const rows = byBatch.get(block) ?? [];
+    if (rows.length < 3) rows.push(`${row} ${JSON.stringify(entry)}`);
+    byBatch.set(block, rows);
+  }
+  if (byBatch.size === 0) return [];
+  const queues = openQueues(redis, 'loss');
+  const feed = feedKeys('loss');
+  const jobState = async (id: string): Promise<string> => {
+    const job = await queues.rows.getJob(id);
+    if (!job) return 'none';
+    const lock = await redis.exists(`loss:${queues.rows.name}:${id}:lock`);
+    return `${await job.getState()} (attempts ${job.attemptsMade}, started ${job.attemptsStarted}, stalled ${job.stalledCounter}, lock ${lock}, ${job.failedReason ?? 'no failure'})`;
+  };
+  const lines: string[] = [];
+  try {
+    for (const [block, rows] of byBatch) {
+      const inBacklog = await redis.hexists(feed.batches(importId), String(block));
+      const releasing = await redis.hexists(feed.releasing, `${importId}:${block}`);
+      const released = await redis.sismember(feed.releasedBlocks(importId), String(block));
+      const first = Number(rows[0]?.split(' ')[0]);
+      lines.push(
+        `batch ${block}: job ${await jobState(batchJobId(importId, block))}; row ${first}'s own job ${await jobState(rowJobId(importId, first))}; ` +
+          `feeder backlog ${inBacklog}, releasing ${releasing}, released ${released}; rows ${rows.join(', ')}`,
+      );
+    }
+  } finally {
+    await queues.close();
+  }
+  return lines;
 }
 
 /** One try: import, lose Redis's last writes partway, wait for the end or for quiet, count. */
@@ -429,6 +474,7 @@ export async function lossTry(options: LossTryOptions): Promise<LossTryResult> {
       output: procs.map((p) => p.out()).join('\n'),
       notes: [...notes],
       readBack: record?.readBack !== undefined,
+      stuck: await describeStuck(watcher, store, importId, total),
       seconds: (Date.now() - started) / 1000,
     };
     return result;

@@ -30,7 +30,8 @@ async function tryLoss(kind: LossKind, file: 'customers' | 'signups'): Promise<L
   const result = await lossTry({ kind, file, rows: ROWS, rate: 200, quietMs: 30_000 });
   console.log(
     `${kind} ${file}: loss ${result.windowMs} ms after ${result.settledAtLoss} rows; duplicates ${result.duplicates}, missing ${result.missingAtService}, ` +
-      `no outcome ${result.noOutcome}, exit ${result.waitExit}, ${JSON.stringify(result.counts)}, ${result.seconds.toFixed(0)} s`,
+      `no outcome ${result.noOutcome}, exit ${result.waitExit}, ${JSON.stringify(result.counts)}, ${result.seconds.toFixed(0)} s` +
+      result.stuck.map((line) => `\n  stuck: ${line}`).join(''),
   );
   return result;
 }
