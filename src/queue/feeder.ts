@@ -135,7 +135,6 @@ end
 return out
 `;
 
-// KEYS: lock. ARGV: token, ms. Renews the lock while it is this feeder's, or takes it when free.
 // KEYS: lock, releasing. ARGV: token, ms. Takes or renews the feeder lock; returns {0: held by another,
 // 1: renewed, 2: taken; batches in releasing}.
 const LOCK_SCRIPT = `
