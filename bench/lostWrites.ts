@@ -323,14 +323,17 @@ export interface LossTryResult {
  * its batch job's and own job's state, and whether the feeder still holds its batch.
  */
 async function describeStuck(redis: Redis, store: ImportStore, importId: string, total: number, limit = 3): Promise<string[]> {
-  const byBatch = new Map<number, string[]>();
+  // By batch: its first unsettled row, and up to three of its rows with their entries.
+  const byBatch = new Map<number, { first: number; rows: string[] }>();
   for await (const { row, entry } of store.rowsInOrder(importId, total)) {
     if (isSettled(entry.status)) continue;
     const block = batchOf(row);
-    if (!byBatch.has(block) && byBatch.size >= limit) continue;
-    const rows = byBatch.get(block) ?? [];
-    if (rows.length < 3) rows.push(`${row} ${JSON.stringify(entry)}`);
-    byBatch.set(block, rows);
+    let batch = byBatch.get(block);
+    if (!batch) {
+      if (byBatch.size >= limit) continue;
+      byBatch.set(block, (batch = { first: row, rows: [] }));
+    }
+    if (batch.rows.length < 3) batch.rows.push(`${row} ${JSON.stringify(entry)}`);
   }
   if (byBatch.size === 0) return [];
   const queues = openQueues(redis, 'loss');
@@ -338,16 +341,15 @@ async function describeStuck(redis: Redis, store: ImportStore, importId: string,
   const jobState = async (id: string): Promise<string> => {
     const job = await queues.rows.getJob(id);
     if (!job) return 'none';
-    const lock = await redis.exists(`loss:${queues.rows.name}:${id}:lock`);
+    const lock = await redis.exists(queues.rows.toKey(`${id}:lock`));
     return `${await job.getState()} (attempts ${job.attemptsMade}, started ${job.attemptsStarted}, stalled ${job.stalledCounter}, lock ${lock}, ${job.failedReason ?? 'no failure'})`;
   };
   const lines: string[] = [];
   try {
-    for (const [block, rows] of byBatch) {
+    for (const [block, { first, rows }] of byBatch) {
       const inBacklog = await redis.hexists(feed.batches(importId), String(block));
       const releasing = await redis.hexists(feed.releasing, `${importId}:${block}`);
       const released = await redis.sismember(feed.releasedBlocks(importId), String(block));
-      const first = Number(rows[0]?.split(' ')[0]);
       lines.push(
         `batch ${block}: job ${await jobState(batchJobId(importId, block))}; row ${first}'s own job ${await jobState(rowJobId(importId, first))}; ` +
           `feeder backlog ${inBacklog}, releasing ${releasing}, released ${released}; rows ${rows.join(', ')}`,
