@@ -136,7 +136,7 @@ export async function openCsv(file: string, options: ReadOptions = {}): Promise<
     return { row, line, sheetRow, cells };
   };
 
-  const input = createReadStream(file);
+  const input = createReadStream(file, { highWaterMark: READ_CHUNK_BYTES });
   const decoder = new Decoder(file, start);
   const parser = new RowParser(
     {
@@ -230,6 +230,14 @@ export async function openCsv(file: string, options: ReadOptions = {}): Promise<
     close,
   };
 }
+
+/**
+ * Bytes per read of the file. Smaller than the stream default (64 KiB): the
+ * parser turns a whole read into records before the first of them reaches
+ * the producer, so a fresh process's first rows (its code not yet compiled)
+ * come that much sooner, and the first batch is queued sooner.
+ */
+const READ_CHUNK_BYTES = 16 * 1024;
 
 /** Reads only the header record of `file` (kind detection, dry runs), then closes it. */
 export async function readHeaders(file: string, options: ReadOptions = {}): Promise<string[]> {

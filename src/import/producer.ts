@@ -17,7 +17,7 @@ import { scanCsvBytes, showsRounding } from '../csv/scan.js';
 import { PASSWORD, RowValues, cellOf, cellReader, maskCells, passwordColumn, sealedColumnIndexes, secretColumnIndexes, secretValues, validateRow, type RowError, type RowOptions, type RowReader } from '../csv/rows.js';
 import type { ImportKind, JobName } from '../outcomes.js';
 import { RETRY_DEFAULTS } from '../policy.js';
-import { batchOf, enqueueFinalize, type Queues, type RowBatchData } from '../queue/queues.js';
+import { ROWS_PER_BATCH, batchOf, enqueueFinalize, type Queues, type RowBatchData } from '../queue/queues.js';
 import { pushBacklog, type ImportPriority } from '../queue/feeder.js';
 import type { RedisClient } from '../redis/redis.js';
 import type { ImportJournal } from '../store/continuity.js';
@@ -36,6 +36,11 @@ import type { Notifier } from '../notify/notifier.js';
  * (ROWS_PER_BATCH consecutive rows) ends, so a batch is never split.
  */
 const BATCH_ROWS = 500;
+/**
+ * Rows of an import's first flush: one batch. Workers start on it while the
+ * rest of the file is parsed, instead of waiting for the first BATCH_ROWS.
+ */
+const FIRST_FLUSH_ROWS = ROWS_PER_BATCH;
 /**
  * Flushes in flight while the next batch is parsed. Two keep Redis busy
  * during the parse and the parse busy during Redis round trips; more would
@@ -338,6 +343,7 @@ async function enqueueRows(input: {
   };
 
   let batch = emptyBatch();
+  let flushed = false;
   const csv = await openCsv(file, read);
   try {
     for await (const parsed of csv.batches) {
@@ -378,9 +384,14 @@ async function enqueueRows(input: {
             (job.secrets ??= {})[String(csvRow.row)] = sealSecrets(sealed, secrets);
           }
         }
-        if (batch.pending.length + batch.settled.length >= BATCH_ROWS && batchOf(csvRow.row + 1) !== batchOf(csvRow.row)) {
+        const flushAt = flushed ? BATCH_ROWS : FIRST_FLUSH_ROWS;
+        if (batch.pending.length + batch.settled.length >= flushAt && batchOf(csvRow.row + 1) !== batchOf(csvRow.row)) {
           flush(batch);
           batch = emptyBatch();
+          // The first batch goes into the backlog before the parse goes on: the parse would hold the
+          // event loop, and with it the flush's last step, for the next BATCH_ROWS rows.
+          if (!flushed) await settleFlushes();
+          flushed = true;
           // Parse on while Redis writes, but never more than the bound ahead of it.
           while (flushes.size >= MAX_FLUSHES_IN_FLIGHT) await Promise.race(flushes);
           if (flushError) throw flushError.error;
