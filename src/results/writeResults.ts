@@ -143,12 +143,19 @@ export const RESULT_FILE_MODE = 0o640;
  * stream machinery per record cost more than reading the ledger.
  */
 export function csvRecord(cells: readonly string[]): string {
+  return `${csvCells(cells)}\n`;
+}
+
+/** The cells of a record joined as {@link csvRecord} writes them, without the record's end. */
+function csvCells(cells: readonly string[]): string {
   let line = '';
-  for (let i = 0; i < cells.length; i++) {
-    const cell = cells[i] ?? '';
-    line += (i === 0 ? '' : ',') + (NEEDS_QUOTES.test(cell) ? `"${cell.replaceAll('"', '""')}"` : cell);
-  }
-  return `${line}\n`;
+  for (let i = 0; i < cells.length; i++) line += i === 0 ? csvCell(cells[i] ?? '') : `,${csvCell(cells[i] ?? '')}`;
+  return line;
+}
+
+/** One cell as a CSV field: quoted only when it holds a comma, a quote, CR or LF, its quotes doubled. */
+function csvCell(cell: string): string {
+  return NEEDS_QUOTES.test(cell) ? `"${cell.replaceAll('"', '""')}"` : cell;
 }
 const NEEDS_QUOTES = /[",\r\n]/;
 
@@ -212,15 +219,18 @@ async function writeCsvFiles(resultsPath: string, errorsPath: string, unprocesse
   const files = unprocessed ? [results, errors, unprocessed] : [results, errors];
   try {
     const bom = input.bom === false ? '' : UTF8_BOM;
-    await results.add(bom + csvRecord([...headers, ...RESULT_COLUMNS]));
-    await errors.add(bom + csvRecord([...headers, ERROR_COLUMN]));
-    await unprocessed?.add(bom + csvRecord(headers));
+    results.add(bom + csvRecord([...headers, ...RESULT_COLUMNS]));
+    errors.add(bom + csvRecord([...headers, ERROR_COLUMN]));
+    unprocessed?.add(bom + csvRecord(headers));
+    // Per row: the input cells joined once for both files, and a file written out only when a chunk is full.
     for await (const row of rows) {
-      const cells = outputCells(row.cells, headers.length, secretColumns).map(escapeFormula);
-      const error = escapeFormula(row.error);
-      await results.add(csvRecord([...cells, String(row.row), row.status, row.customerId, row.subscriptionId, row.paymentMethodKey, String(row.attempts), error]));
-      if (PROBLEM_STATUSES.has(row.status)) await errors.add(csvRecord([...cells, error]));
-      if (unprocessed && STOPPED_STATUSES.has(row.status)) await unprocessed.add(csvRecord(outputCells(row.cells, headers.length, unsent).map(escapeFormula)));
+      const cells = csvCells(outputCells(row.cells, headers.length, secretColumns));
+      const error = csvCell(escapeFormula(row.error));
+      const ids = `${csvCell(row.customerId)},${csvCell(row.subscriptionId)},${csvCell(row.paymentMethodKey)}`;
+      let full = results.add(`${cells},${row.row},${row.status},${ids},${row.attempts},${error}\n`);
+      if (PROBLEM_STATUSES.has(row.status)) full = errors.add(`${cells},${error}\n`) || full;
+      if (unprocessed && STOPPED_STATUSES.has(row.status)) full = unprocessed.add(csvRecord(outputCells(row.cells, headers.length, unsent))) || full;
+      if (full) await Promise.all(files.map((file) => file.flushIfFull()));
     }
     await Promise.all(files.map((file) => file.close()));
   } catch (error) {
@@ -239,8 +249,13 @@ class ChunkedFile {
     stream.on('error', () => undefined);
   }
 
-  async add(text: string): Promise<void> {
+  /** Gathers `text`; true when a chunk is full and {@link flushIfFull} should be awaited. */
+  add(text: string): boolean {
     this.pending += text;
+    return this.pending.length >= WRITE_CHUNK_CHARS;
+  }
+
+  async flushIfFull(): Promise<void> {
     if (this.pending.length >= WRITE_CHUNK_CHARS) await this.flush();
   }
 
@@ -269,16 +284,19 @@ class ChunkedFile {
 /**
  * The cells as written: fitted to the header count (a short row padded with
  * empty cells, extra cells dropped) so the outcome columns always line up,
- * and card data and passwords masked again as defence in depth.
+ * card data and passwords masked again as defence in depth, and each cell
+ * escaped against formulas (src/results/formula.ts).
  */
 function outputCells(cells: readonly string[], width: number, secretColumns: SecretColumns): string[] {
-  const out = Array.from({ length: width }, (_, index) => cells[index] ?? '');
+  const out = new Array<string>(width);
+  for (let index = 0; index < width; index++) out[index] = cells[index] ?? '';
   for (const index of secretColumns.cardNumber) {
     const cell = out[index];
     if (cell !== undefined && cell.replace(/\D/g, '').length > 4) out[index] = maskCardNumber(cell);
   }
   for (const index of secretColumns.cvc) out[index] = '';
   for (const index of secretColumns.password ?? []) if (out[index] !== '') out[index] = PASSWORD_MASK;
+  for (let index = 0; index < width; index++) out[index] = escapeFormula(out[index] as string);
   return out;
 }
 
