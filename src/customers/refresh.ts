@@ -37,6 +37,13 @@ const DELTA_LOCK_MS = 30_000;
 const BUILD_LOCK_MS = 10 * 60_000;
 /** How often a process waiting for another's delta looks again. */
 const DELTA_WAIT_MS = 50;
+/**
+ * How long a process waiting for another's full build first waits before it
+ * looks again; each look waits half as long again, up to BUILD_WAIT_MAX_MS.
+ * A small base is built in tens of ms, a large one in minutes.
+ */
+const BUILD_WAIT_MIN_MS = 10;
+const BUILD_WAIT_MAX_MS = 200;
 
 export interface RefreshDeps extends SearchDeps {
   index: CustomerIndex;
@@ -219,7 +226,7 @@ export async function refreshDelta(input: RefreshDeps): Promise<RefreshOutcome |
 export async function buildIfCheaper(deps: RefreshDeps, rows: number): Promise<IndexMeta | undefined> {
   const lockKey = `${deps.prefix}:cix:build-lock`;
   const token = randomBytes(8).toString('hex');
-  for (;;) {
+  for (let waitMs = BUILD_WAIT_MIN_MS; ; waitMs = Math.min(BUILD_WAIT_MAX_MS, waitMs * 1.5)) {
     const meta = await deps.index.meta({ fresh: true });
     if (meta?.appendOnly && meta.refreshedAt > 0) return meta;
     if ((await deps.redis.set(lockKey, token, 'PX', BUILD_LOCK_MS, 'NX')) === 'OK') {
@@ -232,7 +239,7 @@ export async function buildIfCheaper(deps: RefreshDeps, rows: number): Promise<I
         if ((await deps.redis.get(lockKey)) === token) await deps.redis.del(lockKey);
       }
     }
-    await sleep(DELTA_WAIT_MS * 4);
+    await sleep(waitMs);
     // The builder may have found searching cheaper: then so does this process.
     if ((await deps.redis.exists(lockKey)) === 0 && !(await deps.index.meta({ fresh: true }))) return undefined;
   }
@@ -250,7 +257,6 @@ export async function buildIfCheaper(deps: RefreshDeps, rows: number): Promise<I
  * this import's own included) is then never waited for by every row at once.
  */
 export async function currentIndex(deps: RefreshDeps, after: number, ahead?: RefreshDeps): Promise<IndexMeta | undefined> {
-  const lockKey = `${deps.prefix}:cix:lock`;
   for (;;) {
     const meta = await deps.index.meta();
     if (!meta?.appendOnly || meta.refreshedAt === 0) return undefined;
@@ -259,19 +265,43 @@ export async function currentIndex(deps: RefreshDeps, after: number, ahead?: Ref
       if (ahead && meta.refreshedAt < now - (now - after) / 2) readAhead(ahead);
       return meta;
     }
-    // (Made only here: every create asks, and nearly all find the index current.)
-    const token = randomBytes(8).toString('hex');
-    if ((await deps.redis.set(lockKey, token, 'PX', DELTA_LOCK_MS, 'NX')) === 'OK') {
-      try {
-        const outcome = await refreshDelta(deps);
-        if (!outcome) return undefined;
-      } finally {
-        // Released only by its holder: a lock that expired and was taken by another stays theirs.
-        if ((await deps.redis.get(lockKey)) === token) await deps.redis.del(lockKey);
-      }
+    // One delta, or one wait for another process's, at a time in this process: the rows that find the
+    // index too old meanwhile go on once it ends, instead of each polling the lock.
+    const background = readingAhead.get(deps.index);
+    if (background) {
+      await background;
       continue;
     }
+    let under = deltaUnderWay.get(deps.index);
+    if (!under) {
+      under = deltaOrWait(deps).finally(() => deltaUnderWay.delete(deps.index));
+      deltaUnderWay.set(deps.index, under);
+    }
+    if (!(await under)) return undefined;
+  }
+}
+
+/** This process's delta read or wait for another's, by index (see currentIndex). */
+const deltaUnderWay = new WeakMap<object, Promise<boolean>>();
+
+/**
+ * Reads the delta under the lock, or, when another process holds it, waits
+ * DELTA_WAIT_MS. False when the delta found no usable index (it is then
+ * marked stale: only a full refresh makes it current again).
+ */
+async function deltaOrWait(deps: RefreshDeps): Promise<boolean> {
+  const lockKey = `${deps.prefix}:cix:lock`;
+  // (Made only here: every create asks, and nearly all find the index current.)
+  const token = randomBytes(8).toString('hex');
+  if ((await deps.redis.set(lockKey, token, 'PX', DELTA_LOCK_MS, 'NX')) !== 'OK') {
     await sleep(DELTA_WAIT_MS);
+    return true;
+  }
+  try {
+    return (await refreshDelta(deps)) !== undefined;
+  } finally {
+    // Released only by its holder: a lock that expired and was taken by another stays theirs.
+    if ((await deps.redis.get(lockKey)) === token) await deps.redis.del(lockKey);
   }
 }
 

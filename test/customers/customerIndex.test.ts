@@ -154,6 +154,29 @@ describe('the customer index', () => {
     expect(await p.runtime.customers.lookup(meta, 'i', [...lost, later].map(identityKey))).toEqual([...lost, later].map((c) => [c.CustomerID]));
   });
 
+  it('rows of one process that find it too old at once wait for one delta: one lock taken, none polled', async () => {
+    const { p, deps, built, added } = await builtThenAdded(3, 'Together');
+    const lockKey = `${p.prefix}:cix:lock`;
+    let lockTries = 0;
+    const redis = new Proxy(deps.redis, {
+      get(target, key) {
+        if (key === 'set') {
+          return (...args: Parameters<typeof target.set>) => {
+            if (args[0] === lockKey) lockTries++;
+            return target.set(...args);
+          };
+        }
+        const value: unknown = Reflect.get(target, key);
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    p.sandbox.resetStats();
+    const metas = await Promise.all(Array.from({ length: 20 }, () => currentIndex({ ...deps, redis }, Date.now())));
+    expect(p.sandbox.stats().byEndpoint).toEqual({ searchCustomers: 1 });
+    expect(lockTries).toBe(1);
+    for (const meta of metas) await expectIndexed(p, built, meta, added);
+  });
+
   it('past half its allowed age, it still serves at once, and its delta is read in the background', async () => {
     const { p, deps } = await setUp(250);
     const built = (await refreshFull(deps)).meta;
