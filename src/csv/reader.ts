@@ -26,7 +26,7 @@
  *   the rows (the parser reads ahead, so rows just before the fault may not be
  *   yielded).
  */
-import { createReadStream } from 'node:fs';
+import fs, { createReadStream } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { isUtf8 } from 'node:buffer';
 import { Transform, pipeline, type TransformCallback } from 'node:stream';
@@ -136,7 +136,7 @@ export async function openCsv(file: string, options: ReadOptions = {}): Promise<
     return { row, line, sheetRow, cells };
   };
 
-  const input = createReadStream(file, { highWaterMark: READ_CHUNK_BYTES });
+  const input = createReadStream(file, { fs: firstReadsCapped() });
   const decoder = new Decoder(file, start);
   const parser = new RowParser(
     {
@@ -232,12 +232,26 @@ export async function openCsv(file: string, options: ReadOptions = {}): Promise<
 }
 
 /**
- * Bytes per read of the file. Smaller than the stream default (64 KiB): the
- * parser turns a whole read into records before the first of them reaches
- * the producer, so a fresh process's first rows (its code not yet compiled)
- * come that much sooner, and the first batch is queued sooner.
+ * The first reads of the file are this small, the later ones the stream's
+ * default 64 KiB. The parser turns a whole read into records at once, on
+ * the event loop: small reads at first let a fresh process (its code not
+ * yet compiled) hand on its first rows and queue its first batch that much
+ * sooner, without a 64 KiB parse holding back the batch's Redis replies.
+ * Every read that small would cost a whole file's parse more (about 8%
+ * more CPU on 200,000 rows).
  */
-const READ_CHUNK_BYTES = 16 * 1024;
+const FIRST_READ_BYTES = 16 * 1024;
+const FIRST_READS = 8;
+
+/** The stream's file calls, its first FIRST_READS reads capped at FIRST_READ_BYTES. */
+function firstReadsCapped(): { open: typeof fs.open; close: typeof fs.close; read: typeof fs.read } {
+  let reads = 0;
+  const read = (fd: number, buffer: NodeJS.ArrayBufferView, offset: number, length: number, position: fs.ReadPosition | null, callback: (error: NodeJS.ErrnoException | null, bytesRead: number, buffer: NodeJS.ArrayBufferView) => void): void => {
+    const capped = reads++ < FIRST_READS ? Math.min(length, FIRST_READ_BYTES) : length;
+    fs.read(fd, buffer, offset, capped, position, callback);
+  };
+  return { open: fs.open, close: fs.close, read: read as typeof fs.read };
+}
 
 /** Reads only the header record of `file` (kind detection, dry runs), then closes it. */
 export async function readHeaders(file: string, options: ReadOptions = {}): Promise<string[]> {
