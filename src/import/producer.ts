@@ -142,9 +142,11 @@ export interface ProducerDeps {
  * (the import id must be known before any row is written, and before the
  * already-imported check) and checks the quoting (src/csv/scan.ts): a file it
  * has any doubt about is parsed through first, so a malformed record deep in
- * it still rejects it before anything is queued. Batches are flushed while
- * the next ones are parsed, at most {@link MAX_FLUSHES_IN_FLIGHT} at a time;
- * within a batch the ledger entries are written before the jobs are added.
+ * it still rejects it before anything is queued. The first batch is queued
+ * on its own, before the parse goes on, so workers start at once; then
+ * flushes of {@link BATCH_ROWS} rows go while the next ones are parsed, at
+ * most {@link MAX_FLUSHES_IN_FLIGHT} at a time; within a flush the ledger
+ * entries are written before the jobs are added.
  *
  * Two commands importing the same bytes at once would both enqueue them
  * (harmlessly, but the second would call it a resumed enqueue): the enqueue
