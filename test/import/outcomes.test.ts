@@ -120,7 +120,8 @@ describe('every row reaches an outcome', () => {
     pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 2, backoff: { baseMs: 20, capMs: 200 }, sweep: { intervalMs: 60_000 } });
     const failed = await until(async () => {
       const job = await queues.rows.getJob(batchJobId(id, 0));
-      return job && (await job.getState()) === 'failed' ? job : undefined;
+      // Read again once failed: the job read before its state may predate its last attempt.
+      return job && (await job.getState()) === 'failed' ? queues.rows.getJob(batchJobId(id, 0)) : undefined;
     }, 'the batch to fail for good');
     expect(failed.attemptsMade).toBe(2);
     expect((await store.counts(id)).settled).toBe(0);
