@@ -290,15 +290,20 @@ const deltaUnderWay = new WeakMap<object, Promise<boolean>>();
  * marked stale: only a full refresh makes it current again).
  */
 async function deltaOrWait(deps: RefreshDeps): Promise<boolean> {
+  const outcome = await deltaUnderLock(deps);
+  if (outcome !== 'held') return outcome !== undefined;
+  await sleep(DELTA_WAIT_MS);
+  return true;
+}
+
+/** Reads the delta under the fleet's lock; `held` when another process holds it. */
+async function deltaUnderLock(deps: RefreshDeps): Promise<RefreshOutcome | undefined | 'held'> {
   const lockKey = `${deps.prefix}:cix:lock`;
   // (Made only here: every create asks, and nearly all find the index current.)
   const token = randomBytes(8).toString('hex');
-  if ((await deps.redis.set(lockKey, token, 'PX', DELTA_LOCK_MS, 'NX')) !== 'OK') {
-    await sleep(DELTA_WAIT_MS);
-    return true;
-  }
+  if ((await deps.redis.set(lockKey, token, 'PX', DELTA_LOCK_MS, 'NX')) !== 'OK') return 'held';
   try {
-    return (await refreshDelta(deps)) !== undefined;
+    return await refreshDelta(deps);
   } finally {
     // Released only by its holder: a lock that expired and was taken by another stays theirs.
     if ((await deps.redis.get(lockKey)) === token) await deps.redis.del(lockKey);
@@ -311,16 +316,8 @@ const readingAhead = new WeakMap<object, Promise<void>>();
 /** Reads the delta in the background, once per process at a time, and only while no other process is at it (the lock). */
 function readAhead(deps: RefreshDeps): void {
   if (readingAhead.has(deps.index)) return;
-  const lockKey = `${deps.prefix}:cix:lock`;
-  const token = randomBytes(8).toString('hex');
-  const reading = (async () => {
-    if ((await deps.redis.set(lockKey, token, 'PX', DELTA_LOCK_MS, 'NX')) !== 'OK') return;
-    try {
-      await refreshDelta(deps);
-    } finally {
-      if ((await deps.redis.get(lockKey)) === token) await deps.redis.del(lockKey);
-    }
-  })()
+  const reading = deltaUnderLock(deps)
+    .then(() => undefined)
     // A failed read ahead changes nothing: the index ages, and the row that finds it too old reads the delta itself.
     .catch(() => undefined)
     .finally(() => readingAhead.delete(deps.index));
