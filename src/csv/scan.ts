@@ -64,6 +64,27 @@ const LF = 0x0a;
 const CR = 0x0d;
 const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
 
+/**
+ * The lead bytes of two-byte sequences {@link mayBeMisread} may flag (1);
+ * for the others (é, ñ, å, ń and most Latin letters) it never does.
+ */
+const MAY_BE_MISREAD = new Uint8Array(256);
+for (let lead = 0xc2; lead <= 0xdf; lead++) if (lead === 0xc2 || lead === 0xc9 || lead === 0xca || lead >= 0xcd) MAY_BE_MISREAD[lead] = 1;
+
+/**
+ * Bytes that end a run the walk skips (1), by where it stands: inside
+ * quotes only a quote matters; elsewhere a quote, a comma and a line break.
+ * A lead byte {@link MAY_BE_MISREAD} flags ends it too: the walk checks
+ * those one by one.
+ */
+const STOPS_QUOTED = stopTable([QUOTE]);
+const STOPS_UNQUOTED = stopTable([QUOTE, COMMA, LF, CR]);
+function stopTable(stops: number[]): Uint8Array {
+  const table = Uint8Array.from(MAY_BE_MISREAD);
+  for (const byte of stops) table[byte] = 1;
+  return table;
+}
+
 /** Where the walk stands: at the start of a field, inside an unquoted one, inside quotes, just after a quote inside quotes. */
 const At = { FieldStart: 0, Unquoted: 1, Quoted: 2, QuoteInQuoted: 3 } as const;
 type At = (typeof At)[keyof typeof At];
@@ -76,17 +97,11 @@ const CHUNK_BYTES = 256 * 1024;
  * them into the import id), and tells whether csv-parse surely reads it all.
  */
 export async function scanCsvBytes(file: string, onChunk?: (chunk: Buffer) => void): Promise<ByteScan> {
-  let at: At = At.FieldStart;
-  let recordBytes = 0;
   let wellFormed = true;
   let bytes = 0;
   // The bytes of a UTF-8 sequence cut by the end of the previous chunk.
   let carry: Buffer | undefined;
-  // The three bytes before the current one, across chunks (p1 the nearest):
-  // a two-byte sequence is judged once the byte after it is known.
-  let p1 = 0;
-  let p2 = 0;
-  let p3 = 0;
+  const walk: WalkState = { at: At.FieldStart, recordBytes: 0, p1: 0, p2: 0, p3: 0 };
   const longNumbers = { total: 0, rounded: 0 };
 
   for await (const read of createReadStream(file, { highWaterMark: CHUNK_BYTES })) {
@@ -112,45 +127,90 @@ export async function scanCsvBytes(file: string, onChunk?: (chunk: Buffer) => vo
     }
 
     // Quoting and record size.
-    for (let i = start; i < chunk.length; i++) {
-      const byte = chunk[i] ?? 0;
-      recordBytes++;
-      if (p2 >= 0xc2 && p2 <= 0xdf && mayBeMisread(p3, p2, p1, byte)) wellFormed = false;
-      p3 = p2;
-      p2 = p1;
-      p1 = byte;
-      switch (at) {
-        case At.FieldStart:
-        case At.Unquoted:
-          if (byte === COMMA) at = At.FieldStart;
-          else if (byte === LF || byte === CR) {
-            at = At.FieldStart;
-            recordBytes = 0;
-          } else if (byte === QUOTE) {
-            if (at === At.Unquoted) wellFormed = false;
-            else at = At.Quoted;
-          } else at = At.Unquoted;
-          break;
-        case At.Quoted:
-          if (byte === QUOTE) at = At.QuoteInQuoted;
-          break;
-        case At.QuoteInQuoted:
-          // `""` is a quote inside the cell; after a closing quote only a comma or a line break may follow.
-          if (byte === QUOTE) at = At.Quoted;
-          else if (byte === COMMA) at = At.FieldStart;
-          else if (byte === LF || byte === CR) {
-            at = At.FieldStart;
-            recordBytes = 0;
-          } else wellFormed = false;
-          break;
-      }
-      if (recordBytes > MAX_RECORD_CHARS) wellFormed = false;
-      if (!wellFormed) break;
-    }
+    if (!walkChunk(chunk, start, walk)) wellFormed = false;
   }
-  if (at === At.Quoted || carry !== undefined) wellFormed = false;
-  if (p2 >= 0xc2 && p2 <= 0xdf && mayBeMisread(p3, p2, p1, undefined)) wellFormed = false;
+  if (walk.at === At.Quoted || carry !== undefined) wellFormed = false;
+  if (walk.p2 >= 0xc2 && walk.p2 <= 0xdf && mayBeMisread(walk.p3, walk.p2, walk.p1, undefined)) wellFormed = false;
   return { wellFormed, bytes, longNumbers };
+}
+
+/**
+ * Where the walk stands between chunks: its state, the bytes of the
+ * current record so far, and the three bytes before the next one (p1 the
+ * nearest): a two-byte sequence is judged once the byte after it is known.
+ */
+interface WalkState {
+  at: At;
+  recordBytes: number;
+  p1: number;
+  p2: number;
+  p3: number;
+}
+
+/** Walks the quoting of one chunk from `start`, `state` carried from the chunk before; false at the first doubt. */
+function walkChunk(chunk: Buffer, start: number, state: WalkState): boolean {
+  let { at, recordBytes, p1, p2, p3 } = state;
+  let wellFormed = true;
+  for (let i = start; i < chunk.length; i++) {
+    // A run of bytes that change nothing but the record's size (text) is skipped in one tight loop:
+    // most of a file. Not right after a quote inside quotes (the next byte decides), and only when no
+    // two-byte sequence that may be misread waits for its check: the check of the bytes at i and
+    // i + 1 looks back at p2 and p1.
+    if (at !== At.QuoteInQuoted && MAY_BE_MISREAD[p1] === 0 && MAY_BE_MISREAD[p2] === 0) {
+      const stops = at === At.Quoted ? STOPS_QUOTED : STOPS_UNQUOTED;
+      let end = i;
+      while (end < chunk.length && stops[chunk[end] ?? 0] === 0) end++;
+      const run = end - i;
+      if (run > 0) {
+        recordBytes += run;
+        if (at !== At.Quoted) at = At.Unquoted;
+        p3 = run >= 3 ? (chunk[end - 3] ?? 0) : run === 2 ? p1 : p2;
+        p2 = run >= 2 ? (chunk[end - 2] ?? 0) : p1;
+        p1 = chunk[end - 1] ?? 0;
+        if (recordBytes > MAX_RECORD_CHARS) {
+          wellFormed = false;
+          break;
+        }
+        i = end;
+        if (i === chunk.length) break;
+      }
+    }
+    const byte = chunk[i] ?? 0;
+    recordBytes++;
+    if (p2 >= 0xc2 && p2 <= 0xdf && mayBeMisread(p3, p2, p1, byte)) wellFormed = false;
+    p3 = p2;
+    p2 = p1;
+    p1 = byte;
+    switch (at) {
+      case At.FieldStart:
+      case At.Unquoted:
+        if (byte === COMMA) at = At.FieldStart;
+        else if (byte === LF || byte === CR) {
+          at = At.FieldStart;
+          recordBytes = 0;
+        } else if (byte === QUOTE) {
+          if (at === At.Unquoted) wellFormed = false;
+          else at = At.Quoted;
+        } else at = At.Unquoted;
+        break;
+      case At.Quoted:
+        if (byte === QUOTE) at = At.QuoteInQuoted;
+        break;
+      case At.QuoteInQuoted:
+        // `""` is a quote inside the cell; after a closing quote only a comma or a line break may follow.
+        if (byte === QUOTE) at = At.Quoted;
+        else if (byte === COMMA) at = At.FieldStart;
+        else if (byte === LF || byte === CR) {
+          at = At.FieldStart;
+          recordBytes = 0;
+        } else wellFormed = false;
+        break;
+    }
+    if (recordBytes > MAX_RECORD_CHARS) wellFormed = false;
+    if (!wellFormed) break;
+  }
+  Object.assign(state, { at, recordBytes, p1, p2, p3 });
+  return wellFormed;
 }
 
 const isAsciiLetter = (byte: number | undefined): boolean => byte !== undefined && ((byte >= 0x41 && byte <= 0x5a) || (byte >= 0x61 && byte <= 0x7a));

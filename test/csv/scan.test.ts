@@ -58,6 +58,32 @@ describe('scanCsvBytes', () => {
     expect(await parses(file)).toBe(false);
   });
 
+  it('doubts an unquoted record longer than the reader takes', async () => {
+    const file = await temp.file('long-unquoted.csv', `A,B\n1,${'x'.repeat(MAX_RECORD_CHARS + 10)}\n`);
+    expect((await scanCsvBytes(file)).wellFormed).toBe(false);
+    expect(await parses(file)).toBe(false);
+  });
+
+  // The walk skips runs of text in one loop: a character a misread file shows must still be seen
+  // wherever it stands in a run (start, middle, end, across a read), and real names must not be doubted.
+  it.each([
+    ['a C1 control', '\u0085'],
+    ['an IPA letter', '\u0250'],
+    ['a Greek letter beside ASCII letters', '\u03a9'],
+  ])('doubts %s inside a run of text, wherever it stands', async (_name, character) => {
+    for (const [before, after] of [['', 'abc'], ['abc', 'def'], ['abc', ''], ['x'.repeat(256 * 1024 - 12), 'tail']]) {
+      const file = await temp.file('misread.csv', `A,B\n1,${before}${character}${after}\n2,3\n`);
+      expect((await scanCsvBytes(file)).wellFormed).toBe(false);
+    }
+  });
+
+  it('is sure of the accented letters of real names inside runs of text, quoted or not', async () => {
+    const names = 'Amélie Gonçalves,"Åkesson, Jürgen",Gdańsk,Straße,"Ærø ""Ñandú"""';
+    const file = await temp.file('names.csv', `A,B,C,D,E\n${Array.from({ length: 5_000 }, () => names).join('\r\n')}\n`);
+    expect((await scanCsvBytes(file)).wellFormed).toBe(true);
+    expect(await parses(file)).toBe(true);
+  });
+
   it('is sure of a record just under the size the reader takes (csv-parse counts bytes too)', async () => {
     const file = await temp.file('wide.csv', `A,B\n1,${'x'.repeat(MAX_RECORD_CHARS - 10)}\n`);
     expect((await scanCsvBytes(file)).wellFormed).toBe(true);
