@@ -71,8 +71,12 @@ describe('scanCsvBytes', () => {
     ['an IPA letter', '\u0250'],
     ['a Greek letter beside ASCII letters', '\u03a9'],
   ])('doubts %s inside a run of text, wherever it stands', async (_name, character) => {
-    for (const [before, after] of [['', 'abc'], ['abc', 'def'], ['abc', ''], ['x'.repeat(256 * 1024 - 12), 'tail']]) {
-      const file = await temp.file('misread.csv', `A,B\n1,${before}${character}${after}\n2,3\n`);
+    const head = 'A,B\n1,';
+    // The last: the character ends the scan's first read (256 KiB), the byte after it starts the next.
+    for (const [before, after] of [['', 'abc'], ['abc', 'def'], ['abc', ''], ['x'.repeat(256 * 1024 - head.length - 2), 'tail']]) {
+      const content = `${head}${before}${character}${after}\n2,3\n`;
+      if (before.length > 3) expect(Buffer.from(content).subarray(256 * 1024 - 2, 256 * 1024)).toEqual(Buffer.from(character));
+      const file = await temp.file('misread.csv', content);
       expect((await scanCsvBytes(file)).wellFormed).toBe(false);
     }
   });
