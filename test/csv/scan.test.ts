@@ -73,7 +73,8 @@ describe('scanCsvBytes', () => {
   ])('doubts %s inside a run of text, wherever it stands', async (_name, character) => {
     const head = 'A,B\n1,';
     // The last: the character ends the scan's first read (256 KiB), the byte after it starts the next.
-    for (const [before, after] of [['', 'abc'], ['abc', 'def'], ['abc', ''], ['x'.repeat(256 * 1024 - head.length - 2), 'tail']]) {
+    const places: Array<[before: string, after: string]> = [['', 'abc'], ['abc', 'def'], ['abc', ''], ['x'.repeat(256 * 1024 - head.length - 2), 'tail']];
+    for (const [before, after] of places) {
       const content = `${head}${before}${character}${after}\n2,3\n`;
       if (before.length > 3) expect(Buffer.from(content).subarray(256 * 1024 - 2, 256 * 1024)).toEqual(Buffer.from(character));
       const file = await temp.file('misread.csv', content);
