@@ -65,11 +65,14 @@ const CR = 0x0d;
 const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
 
 /**
- * The lead bytes of two-byte sequences {@link mayBeMisread} may flag (1);
- * for the others (é, ñ, å, ń and most Latin letters) it never does.
+ * The lead bytes of two-byte sequences {@link mayBeMisread} may flag (1),
+ * asked of it with every second byte and ASCII letters either side; for
+ * the others (é, ñ, å, ń and most Latin letters) it never does.
  */
 const MAY_BE_MISREAD = new Uint8Array(256);
-for (let lead = 0xc2; lead <= 0xdf; lead++) if (lead === 0xc2 || lead === 0xc9 || lead === 0xca || lead >= 0xcd) MAY_BE_MISREAD[lead] = 1;
+for (let lead = 0xc2; lead <= 0xdf; lead++) {
+  for (let next = 0x80; next <= 0xbf; next++) if (mayBeMisread(0x41, lead, next, 0x41)) MAY_BE_MISREAD[lead] = 1;
+}
 
 /**
  * Bytes that end a run the walk skips (1), by where it stands: inside
@@ -213,7 +216,10 @@ function walkChunk(chunk: Buffer, start: number, state: WalkState): boolean {
   return wellFormed;
 }
 
-const isAsciiLetter = (byte: number | undefined): boolean => byte !== undefined && ((byte >= 0x41 && byte <= 0x5a) || (byte >= 0x61 && byte <= 0x7a));
+// A declaration, not a const: MAY_BE_MISREAD calls it as the module loads.
+function isAsciiLetter(byte: number | undefined): boolean {
+  return byte !== undefined && ((byte >= 0x41 && byte <= 0x5a) || (byte >= 0x61 && byte <= 0x7a));
+}
 
 /**
  * Whether the two-byte sequence `lead next` may decode to a character the
