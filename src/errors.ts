@@ -78,6 +78,8 @@ export const ERROR_CODES = {
   ROW_MARK_HELD: 'the sent mark was held (a rollback of Redis is being handled) or found the row sent by another run: nothing sent, the row is read again',
   ROW_CARD_CELLS_GONE: "a card row's sealed cells were lost with its job: it reads back, and is never sent with masked cells",
   ROW_UNRUNNABLE: "a row's job cannot be run: its import or ledger entry is gone, or it carries card data this worker has no key for",
+  // The customer index (src/customers/customerIndex.ts).
+  INDEX_WRITES_LOST: "Redis came back without some of a full build's writes of the customer index: the build is not switched in",
   // Export.
   EXPORT_FAILED: 'the export job failed for good',
   EXPORT_INCOMPLETE: 'the export file was written but is not proven complete',

@@ -97,6 +97,8 @@ export const EXIT_OF_CODE: Readonly<Record<SubsyncErrorCode, ExitOfError>> = {
   ROW_TAKEN: 'unexpected',
   ROW_FENCED: 'unexpected',
   ROW_MARK_HELD: 'unexpected',
+  // `customer-index refresh` lets it out when Redis lost writes while it built: run again.
+  INDEX_WRITES_LOST: 'unavailable',
   ROW_CARD_CELLS_GONE: 'unexpected',
   ROW_UNRUNNABLE: 'unexpected',
   EXPORT_FAILED: 'failure',

@@ -22,12 +22,21 @@
  * - `<prefix>:cix:claims` (hash): identity digest → `importId:row` of a row
  *   whose create is under way, so two imports of one person never both send
  *   (see claimDigest).
+ * - `<prefix>:cix:written:<token>` (string, expiring): how many customers one
+ *   delta or full build has written so far, counted by the same script calls
+ *   that write them. A Redis that lost acknowledged writes (a host crash, a
+ *   failover to a replica behind) comes back from a point of its write stream:
+ *   the count it kept is then short of what the process wrote, and the
+ *   index's end is not moved, nor the build switched in, over customers it
+ *   no longer holds (a read-back would find nothing, and create again).
  */
+import { randomBytes } from 'node:crypto';
 import type { RedisClient } from '../redis/redis.js';
 import { luaScript } from '../redis/script.js';
 import type { Customer } from '../api/schemas/index.js';
 import { digestOf, fieldKey, freshDigestOf, identityKey } from './identity.js';
 import { coalesce } from '../redis/coalesce.js';
+import { SubsyncError } from '../errors.js';
 
 /** What kind of key an index lookup is for: `i`dentity, or a field's value. */
 export type KeyKind = 'i' | string;
@@ -68,12 +77,33 @@ export interface IndexMeta {
   deltas: number;
 }
 
+/**
+ * The writes of one delta or full build: counted in Redis as they land
+ * (`key`), and here (`written`), so that the end of a delta moves, and a
+ * build is switched in, only while Redis holds every one of them.
+ */
+export interface IndexWrites {
+  key: string;
+  written: number;
+}
+
 /** A generation being written by a full refresh; switched in by `commit`. */
-export interface IndexBuild {
+export interface IndexBuild extends IndexWrites {
   gen: number;
   buckets: number;
   fields: string[];
 }
+
+/** Thrown by `commit` when Redis no longer holds every customer the build wrote: the build is not switched in. */
+export class IndexWritesLostError extends SubsyncError {
+  readonly code = 'INDEX_WRITES_LOST';
+  constructor(written: number, kept: number) {
+    super(`Redis came back without some of the customer index's writes (${kept} of ${written} customers kept): the new index is not switched in, and the next refresh builds it again`);
+  }
+}
+
+/** How long the count of a delta's or build's writes is kept when nothing ends it (its process died). */
+const WRITES_KEPT_MS = 24 * 3_600_000;
 
 // Lua: adds a CustomerID to a key's comma-separated list in its bucket, unless it is there. A key
 // new to the index (every create's, nearly every build's) is one HSETNX, not a read and a write.
@@ -94,6 +124,18 @@ for i = 1, #KEYS do
   addId(KEYS[i], field, id)
 end
 return #KEYS
+`;
+
+// As ADD_SCRIPT, for a delta or a build: the customers written are counted in the same call.
+// KEYS: the count (IndexWrites), then one bucket per entry. ARGV: customers written, the count's expiry (ms),
+// then (digest, CustomerID) per bucket.
+const ADD_COUNTED_SCRIPT = `${ADD_ID_LUA}
+for i = 2, #KEYS do
+  addId(KEYS[i], ARGV[2 * i - 1], ARGV[2 * i])
+end
+redis.call('INCRBY', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return #KEYS - 1
 `;
 
 // KEYS: one bucket per entry. ARGV: (digest, CustomerID) per KEYS entry. Takes the CustomerID off the key's list.
@@ -180,10 +222,16 @@ return 0
 `;
 
 // Moves the index's end after a delta read, if the generation is still the one read from.
-// KEYS: meta. ARGV: gen, refreshedAt, total, lastId, customers read.
+// KEYS: meta, the count of the delta's writes. ARGV: gen, refreshedAt, total, lastId, customers read and written.
 // Moves the end only from where the delta read from (ARGV[6]): an end moved meanwhile (Redis came back without
-// the delta before it, so its customers are in no index) is left for the next delta to read from.
+// the delta before it, so its customers are in no index) is left for the next delta to read from. And only
+// while Redis holds every customer the delta wrote (its count): one that came back without some of them is
+// left where it was, for the next delta to read them again. Returns 1 when moved, 0 when the end or the
+// generation changed, -1 when writes were lost.
 const MOVE_END_SCRIPT = `
+local kept = tonumber(redis.call('GET', KEYS[2]) or '0')
+redis.call('DEL', KEYS[2])
+if kept ~= tonumber(ARGV[5]) then return -1 end
 if redis.call('HGET', KEYS[1], 'gen') ~= ARGV[1] then return 0 end
 if (redis.call('HGET', KEYS[1], 'lastId') or '') ~= ARGV[6] then return 0 end
 redis.call('HSET', KEYS[1], 'refreshedAt', ARGV[2], 'total', ARGV[3], 'lastId', ARGV[4])
@@ -192,8 +240,21 @@ redis.call('HINCRBY', KEYS[1], 'deltas', 1)
 return 1
 `;
 
+// Switches readers to a finished build, if Redis holds every customer it wrote.
+// KEYS: meta, the count of the build's writes. ARGV: customers written, then the meta's (field, value) pairs.
+// Returns what Redis kept of the count (the build is switched in only when it is all of them).
+const COMMIT_SCRIPT = `
+local kept = tonumber(redis.call('GET', KEYS[2]) or '0')
+redis.call('DEL', KEYS[2])
+if kept ~= tonumber(ARGV[1]) then return kept end
+for i = 2, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+return kept
+`;
+
 const addScript = luaScript(ADD_SCRIPT);
+const addCountedScript = luaScript(ADD_COUNTED_SCRIPT);
 const moveEndScript = luaScript(MOVE_END_SCRIPT);
+const commitScript = luaScript(COMMIT_SCRIPT);
 const removeScript = luaScript(REMOVE_SCRIPT);
 const claimScript = luaScript(CLAIM_SCRIPT);
 const claimLookupScript = luaScript(CLAIM_LOOKUP_SCRIPT);
@@ -228,19 +289,28 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
   const claimsKey = `${prefix}:cix:claims`;
   const bucketKey = (gen: number, buckets: number, kind: KeyKind, digest: Buffer): string => `${prefix}:cix:${gen}:${kind}:${digest.readUInt32BE(0) % buckets}`;
 
-  async function write(script: typeof addScript, target: { gen: number; buckets: number; fields: readonly string[] }, customers: ReadonlyArray<Parameters<typeof keysOf>[0] & { CustomerID: string }>): Promise<void> {
+  const writesKey = (): string => `${prefix}:cix:written:${randomBytes(8).toString('hex')}`;
+
+  /** Writes (or, with removeScript, takes off) customers' keys; with `writes`, counted as IndexWrites says. */
+  async function write(script: typeof addScript, target: { gen: number; buckets: number; fields: readonly string[] }, customers: ReadonlyArray<Parameters<typeof keysOf>[0] & { CustomerID: string }>, writes?: IndexWrites): Promise<void> {
     // In calls of at most WRITE_CHUNK customers: a delta read during a long import brings tens of
     // thousands, and one script over all of them would hold Redis for as long.
     for (let first = 0; first < customers.length; first += WRITE_CHUNK) {
-      const keys: string[] = [];
-      const args: Array<Buffer | string> = [];
-      for (const customer of customers.slice(first, first + WRITE_CHUNK)) {
+      const chunk = customers.slice(first, first + WRITE_CHUNK);
+      const keys: string[] = writes ? [writes.key] : [];
+      const args: Array<Buffer | string> = writes ? [String(chunk.length), String(WRITES_KEPT_MS)] : [];
+      for (const customer of chunk) {
         for (const { kind, digest } of keysOf(customer, target.fields)) {
           keys.push(bucketKey(target.gen, target.buckets, kind, digest));
           args.push(digest, customer.CustomerID);
         }
       }
-      if (keys.length > 0) await script.run(redis, keys, args);
+      if (!writes) {
+        if (keys.length > 0) await script.run(redis, keys, args);
+        continue;
+      }
+      await addCountedScript.run(redis, keys, args);
+      writes.written += chunk.length;
     }
   }
 
@@ -352,12 +422,12 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
     /** Starts a new generation sized for `expected` customers, indexing `fields` beside the identity. */
     async beginBuild(expected: number, fields: readonly string[]): Promise<IndexBuild> {
       const gen = await redis.hincrby(metaKey, 'nextGen', 1);
-      return { gen, buckets: bucketsFor(expected), fields: [...new Set(fields)] };
+      return { gen, buckets: bucketsFor(expected), fields: [...new Set(fields)], key: writesKey(), written: 0 };
     },
 
     /** Writes customers read by a full refresh into its generation. */
     async addToBuild(build: IndexBuild, customers: readonly Customer[]): Promise<void> {
-      await write(addScript, build, customers);
+      await write(addScript, build, customers, build);
     },
 
     /**
@@ -367,7 +437,7 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
     async commit(build: IndexBuild, state: Pick<IndexMeta, 'builtAt' | 'refreshedAt' | 'total' | 'lastId' | 'count' | 'appendOnly'>): Promise<void> {
       const previous = await meta({ fresh: true });
       const older = await redis.hmget(metaKey, 'prevGen', 'prevBuckets', 'prevFields');
-      await redis.hset(metaKey, {
+      const fields: Record<string, string> = {
         gen: String(build.gen),
         buckets: String(build.buckets),
         fields: JSON.stringify(build.fields),
@@ -379,8 +449,10 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
         appendOnly: state.appendOnly ? '1' : '0',
         deltas: '0',
         ...(previous && previous.gen !== build.gen ? { prevGen: String(previous.gen), prevBuckets: String(previous.buckets), prevFields: JSON.stringify(previous.fields) } : {}),
-      });
+      };
+      const kept = Number(await commitScript.run(redis, [metaKey, build.key], [String(build.written), ...Object.entries(fields).flat()]));
       forget();
+      if (kept !== build.written) throw new IndexWritesLostError(build.written, kept);
       // The generation before the one just replaced goes now; the one just replaced at the next switch.
       const [olderGen, olderBuckets, olderFields] = older;
       if (previous && previous.gen !== build.gen && olderGen && olderGen !== String(build.gen)) {
@@ -390,24 +462,32 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
 
     /** Abandons a build (its listing failed): its keys go. */
     async abandon(build: IndexBuild): Promise<void> {
+      await redis.del(build.key);
       await dropGeneration(redis, prefix, build);
     },
 
+    /** Starts counting a delta's writes (see IndexWrites). */
+    beginDelta(): IndexWrites {
+      return { key: writesKey(), written: 0 };
+    },
+
+    /** Writes customers a delta read, a page at a time, into the current generation. */
+    async addToDelta(writes: IndexWrites, customers: readonly Customer[]): Promise<void> {
+      const current = await meta();
+      if (current) await write(addScript, current, customers, writes);
+    },
+
     /**
-     * Records customers met since the index was made current: by a delta
-     * read (then `state` moves the index's end; `read`, the customers the
-     * delta read in all, when its pages were recorded as they came), or
-     * created or read by subsync itself (no state: the end of the listing
-     * is not known).
+     * Moves the index's end once a delta has read and written the customers
+     * after it: only onto the generation and from the end the delta read
+     * from, and only while Redis holds every customer it wrote. `moved`,
+     * or why not (`lost`: Redis came back without some of its writes, so
+     * the next delta reads them again).
      */
-    async remember(customers: readonly Customer[], state?: Pick<IndexMeta, 'refreshedAt' | 'total' | 'lastId'> & { gen: number; from: string; read?: number }): Promise<void> {
-      const current = await meta({ fresh: state !== undefined });
-      if (!current) return;
-      await write(addScript, current, customers);
-      if (!state) return;
-      // Only onto the generation the delta read from: one switched in meanwhile has its own end.
-      await moveEndScript.run(redis, [metaKey], [String(state.gen), String(state.refreshedAt), String(state.total), state.lastId, String(state.read ?? customers.length), state.from]);
+    async moveEnd(writes: IndexWrites, state: Pick<IndexMeta, 'refreshedAt' | 'total' | 'lastId'> & { gen: number; from: string }): Promise<'moved' | 'changed' | 'lost'> {
+      const reply = Number(await moveEndScript.run(redis, [metaKey, writes.key], [String(state.gen), String(state.refreshedAt), String(state.total), state.lastId, String(writes.written), state.from]));
       forget();
+      return reply === 1 ? 'moved' : reply === 0 ? 'changed' : 'lost';
     },
 
     /** Moves a customer's keys after subsync changed it (an update of names or email). */

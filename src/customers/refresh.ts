@@ -204,13 +204,15 @@ export async function refreshDelta(input: RefreshDeps): Promise<RefreshOutcome |
   // (the import's own creates among them), and written all at its end they held Redis and the process that read
   // them for half a second, every row waiting meanwhile. Written early, they are true all the same: the end of
   // the listing moves only once the delta is whole.
-  const tail = await readTail(deps, meta, (customers) => deps.index.remember(customers));
+  const writes = deps.index.beginDelta();
+  const tail = await readTail(deps, meta, (customers) => deps.index.addToDelta(writes, customers));
   if (!tail) {
     await deps.index.markStale();
     return undefined;
   }
-  // The end moves only from the one read from: a Redis that came back without the delta before keeps its own.
-  await deps.index.remember([], { gen: meta.gen, refreshedAt: tail.startedAt, total: tail.total, lastId: tail.lastId, from: meta.lastId, read: tail.customers.length });
+  // The end moves only from the one read from (a Redis that came back without the delta before keeps its own),
+  // and only while Redis holds every customer this delta wrote: else the next delta reads them again.
+  await deps.index.moveEnd(writes, { gen: meta.gen, refreshedAt: tail.startedAt, total: tail.total, lastId: tail.lastId, from: meta.lastId });
   await deps.onCustomers?.(tail.customers);
   return { kind: 'delta', requests: requests(), read: tail.customers.length, meta: await deps.index.meta({ fresh: true }) };
 }

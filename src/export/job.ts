@@ -268,14 +268,21 @@ async function indexRebuild(index: CustomerIndex, log: Logger) {
         await index.abandon(build).catch(() => undefined);
         return;
       }
-      await index.commit(build, {
-        builtAt: listing.startedAt,
-        refreshedAt: listing.startedAt,
-        total: listing.count,
-        lastId: lastId ?? '',
-        count: listing.count,
-        appendOnly: listing.ascending,
-      });
+      try {
+        await index.commit(build, {
+          builtAt: listing.startedAt,
+          refreshedAt: listing.startedAt,
+          total: listing.count,
+          lastId: lastId ?? '',
+          count: listing.count,
+          appendOnly: listing.ascending,
+        });
+      } catch (error) {
+        // Redis came back without some of the build's writes (or failed): the index stays as it was.
+        log.warn({ err: error }, 'the customer index is not rebuilt by this export');
+        await index.abandon(build).catch(() => undefined);
+        return;
+      }
       log.info({ customers: listing.count }, 'customer index rebuilt from the export');
     },
   };

@@ -1,12 +1,13 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createApiClient, type ApiClient } from '../../src/api/client.js';
 import { digestOf, fieldKey, identityKey } from '../../src/customers/identity.js';
-import { currentIndex, refreshFull, type RefreshDeps } from '../../src/customers/refresh.js';
-import type { IndexMeta } from '../../src/customers/customerIndex.js';
+import { currentIndex, refreshDelta, refreshFull, type RefreshDeps } from '../../src/customers/refresh.js';
+import { IndexWritesLostError, type IndexMeta } from '../../src/customers/customerIndex.js';
 import type { Customer } from '../../src/api/schemas/index.js';
 import { customerInput } from '../support/bodies.js';
 import { exportNow } from '../support/exports.js';
 import { startPipeline, until, type Pipeline } from '../support/pipeline.js';
+import { pointInTime } from '../support/store.js';
 
 let pipeline: Pipeline | undefined;
 let api: ApiClient | undefined;
@@ -145,13 +146,36 @@ describe('the customer index', () => {
     const read = await currentIndex(deps, Date.now());
     await p.runtime.redis.hset(metaKey, before);
     const later = p.sandbox.store.createCustomer(customerInput({ FirstName: 'Cy', LastName: 'Later', EmailAddress: 'cy@later.example' }));
-    await p.runtime.customers.remember([later], { gen: Number(before.gen), refreshedAt: Date.now(), total: p.sandbox.store.customers().length, lastId: later.CustomerID, from: read?.lastId ?? '' });
+    const writes = p.runtime.customers.beginDelta();
+    await p.runtime.customers.addToDelta(writes, [later]);
+    expect(await p.runtime.customers.moveEnd(writes, { gen: Number(before.gen), refreshedAt: Date.now(), total: p.sandbox.store.customers().length, lastId: later.CustomerID, from: read?.lastId ?? '' })).toBe('changed');
     expect(await p.runtime.redis.hget(metaKey, 'lastId')).toBe(before.lastId);
     // The next delta reads from the end Redis kept: the customers of the lost delta are found again.
     const meta = await currentIndex(deps, Date.now());
     expect(meta).toMatchObject({ lastId: later.CustomerID, total: p.sandbox.store.customers().length });
     if (!meta) return;
     expect(await p.runtime.customers.lookup(meta, 'i', [...lost, later].map(identityKey))).toEqual([...lost, later].map((c) => [c.CustomerID]));
+  });
+
+  it('a delta whose page writes Redis lost (it came back from before them) moves no end: the next one reads those customers again', async () => {
+    // 230 new customers: the page at the old end holds its last customer and 99 new ones, then 100, then 31.
+    const { p, deps, built, added } = await builtThenAdded(230, 'Undone');
+    const before = await pointInTime(p.runtime.redis, p.prefix);
+    let searches = 0;
+    // Redis comes back as it was when the delta began, just after the delta wrote its first page: the
+    // delta reads on, and ends where Redis still has the end it read from.
+    await refreshDelta(
+      searchingThrough(deps, async (search) => {
+        if (++searches === 3) await before.rollBack();
+        return search();
+      }),
+    );
+    expect(searches).toBe(3);
+    expect(await p.runtime.redis.hget(`${p.prefix}:cix`, 'lastId')).toBe(built.lastId);
+    // The next delta reads all of them again.
+    p.sandbox.resetStats();
+    await expectIndexed(p, built, await currentIndex(deps, Date.now()), added);
+    expect(p.sandbox.stats().byEndpoint).toEqual({ searchCustomers: 3 });
   });
 
   it('rows of one process that find it too old at once wait for one delta: one lock taken, none polled', async () => {
@@ -210,6 +234,28 @@ describe('the customer index', () => {
     const rebuilt = await refreshFull(deps);
     expect(rebuilt.meta?.appendOnly).toBe(true);
     expect(await currentIndex(deps, rebuilt.meta?.refreshedAt ?? 0)).toBeDefined();
+  });
+
+  it('a full build whose writes Redis lost (it came back from before some of them) is not switched in', async () => {
+    const { p, deps } = await setUp(1_200);
+    const first = (await refreshFull(deps)).meta;
+    const before = await pointInTime(p.runtime.redis, p.prefix);
+    let searches = 0;
+    // Redis comes back as it was when the build began, once the build has written a few pages; it writes on.
+    const rebuilding = refreshFull(
+      searchingThrough(deps, async (search) => {
+        if (++searches === 6) await before.rollBack();
+        return search();
+      }),
+    );
+    await expect(rebuilding).rejects.toBeInstanceOf(IndexWritesLostError);
+    // The index it would have replaced still serves, and the next build is switched in.
+    expect(await p.runtime.customers.meta({ fresh: true })).toMatchObject({ gen: first?.gen, count: first?.count });
+    const again = (await refreshFull(deps)).meta;
+    expect(again?.gen).toBeGreaterThan(first?.gen ?? Infinity);
+    const sample = p.sandbox.store.customers().filter((_, i) => i % 50 === 0);
+    if (!again) throw new Error('no index');
+    expect(await p.runtime.customers.lookup(again, 'i', sample.map(identityKey))).toEqual(sample.map((c) => [c.CustomerID]));
   });
 
   it('keeps two generations at most: the one it replaced lives until the next switch (a reader may still hold its meta)', async () => {

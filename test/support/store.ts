@@ -38,3 +38,34 @@ export async function newPendingImport(store: ImportStore, rows: number, entry: 
   await store.markEnqueued(id, rows);
   return id;
 }
+
+/**
+ * What Redis holds under `prefix` now, to come back to: `rollBack()` makes
+ * those keys exactly what they were (their values and expiries), as a Redis
+ * that restarted from an AOF or snapshot cut at this moment would hold them.
+ */
+export async function pointInTime(redis: RedisClient, prefix: string): Promise<{ rollBack(): Promise<void> }> {
+  const keysNow = async (): Promise<string[]> => {
+    const found: string[] = [];
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+      cursor = next;
+      found.push(...keys);
+    } while (cursor !== '0');
+    return found;
+  };
+  const kept = await Promise.all(
+    (await keysNow()).map(async (key) => {
+      const [dump, ttl] = await Promise.all([redis.dumpBuffer(key), redis.pttl(key)]);
+      return { key, dump, ttl };
+    }),
+  );
+  return {
+    async rollBack() {
+      const now = await keysNow();
+      if (now.length > 0) await redis.del(...now);
+      for (const { key, dump, ttl } of kept) if (dump) await redis.restore(key, ttl > 0 ? ttl : 0, dump);
+    },
+  };
+}
