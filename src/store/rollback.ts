@@ -105,16 +105,19 @@ local v = tonumber(redis.call('GET', KEYS[1]) or '0')
 if v < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) return tonumber(ARGV[1]) end
 return v
 `;
-// Replaces entries still as they were read. KEYS: ledger. ARGV: (row, old JSON, new JSON) per row. Returns how many.
+// Replaces entries still as they were read. KEYS: ledger. ARGV: (row, old JSON, new JSON) per row.
+// Returns, per row, 1 when replaced, 0 when the entry changed since it was read.
 const SWAP_SCRIPT = `
-local n = 0
+local reply = {}
 for i = 1, #ARGV, 3 do
   if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] then
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 2])
-    n = n + 1
+    reply[#reply + 1] = 1
+  else
+    reply[#reply + 1] = 0
   end
 end
-return n
+return reply
 `;
 // The run id the fleet last checked (or nil), and the server's own: read by the script, so on the very node that holds
 // the key, as the mark script reads them. KEYS: checked run.
@@ -202,27 +205,45 @@ export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatc
 
   /** Puts one import in read-back mode: every row without an outcome becomes `sent` without a claim. Returns how many rows changed. */
   async function readBackMode(importId: string, at: number): Promise<number> {
+    const ledger = keys.ledger(importId);
     await redis.hset(keys.importRecord(importId), 'readBack', String(at));
     let changed = 0;
     let cursor = '0';
     do {
-      const [next, items] = await redis.hscan(keys.ledger(importId), cursor, 'COUNT', 500);
+      const [next, items] = await redis.hscan(ledger, cursor, 'COUNT', 500);
       cursor = next;
-      const args: string[] = [];
-      for (let i = 0; i + 1 < items.length; i += 2) {
-        const row = items[i] as string;
-        const text = items[i + 1] as string;
-        // The stored form as the scripts read it: its state, job and claim; the rest is kept as it is.
-        const entry = StoredStateSchema.parse(JSON.parse(text));
-        if (entry.j === null || (entry.s !== 'pending' && entry.s !== 'sent')) continue;
-        // A live run's claim stays (its run holds its lock, and reads nothing stale); a dead one's goes.
-        if (entry.s === 'sent' && entry.k !== undefined && entry.l !== undefined && (await redis.get(entry.l)) === entry.k) continue;
-        const { k: _k, l: _l, ...rest } = entry;
-        args.push(row, text, JSON.stringify({ ...rest, s: 'sent' }));
+      let read: Array<[row: string, text: string]> = [];
+      for (let i = 0; i + 1 < items.length; i += 2) read.push([items[i] as string, items[i + 1] as string]);
+      // A row written between its read and its swap (a run handing it on, counting an attempt, putting it back
+      // to pending) is read again and swapped again: left as it was written, it could be sent without a read-back.
+      while (read.length > 0) {
+        const rows: string[] = [];
+        const args: string[] = [];
+        for (const [row, text] of read) {
+          const swapped = readBackEntry(text);
+          if (swapped === undefined || (await claimLives(text))) continue;
+          rows.push(row);
+          args.push(row, text, swapped);
+        }
+        if (rows.length === 0) break;
+        const replies = (await swapScript.run(redis, [ledger], args)) as number[];
+        const missed = rows.filter((_, i) => replies[i] !== 1);
+        changed += rows.length - missed.length;
+        if (missed.length === 0) break;
+        const texts = await redis.hmget(ledger, ...missed);
+        read = missed.flatMap((row, i): Array<[string, string]> => {
+          const text = texts[i];
+          return text ? [[row, text]] : [];
+        });
       }
-      if (args.length > 0) changed += Number(await swapScript.run(redis, [keys.ledger(importId)], args));
     } while (cursor !== '0');
     return changed;
+  }
+
+  /** Whether a sent row's claim is a live run's: it stays (its run holds its lock, and reads nothing stale); a dead one's goes. */
+  async function claimLives(text: string): Promise<boolean> {
+    const entry = StoredStateSchema.parse(JSON.parse(text));
+    return entry.s === 'sent' && entry.k !== undefined && entry.l !== undefined && (await redis.get(entry.l)) === entry.k;
   }
 
   async function handle(from: number, to: number, how: string): Promise<Rollback | undefined> {
@@ -438,6 +459,18 @@ async function readMemory(file: string): Promise<Memory | undefined> {
 
 async function writeMemory(file: string, memory: Memory): Promise<void> {
   await writeFileAtomic(file, JSON.stringify(memory));
+}
+
+/**
+ * A stored ledger entry in read-back mode: `sent` without a claim, the rest
+ * kept as it is; undefined for a row with an outcome (or no job), which
+ * stays as it is. Read as the scripts read it: its state, job and claim.
+ */
+function readBackEntry(text: string): string | undefined {
+  const entry = StoredStateSchema.parse(JSON.parse(text));
+  if (entry.j === null || (entry.s !== 'pending' && entry.s !== 'sent')) return undefined;
+  const { k: _k, l: _l, ...rest } = entry;
+  return JSON.stringify({ ...rest, s: 'sent' });
 }
 
 /** Whether Redis acknowledges a write only once it is on disk (AOF with `appendfsync always`); unknown (CONFIG refused) is no. */

@@ -173,6 +173,41 @@ describe('rollback detection', () => {
     await watch.close();
   });
 
+  it('a row written between read-back mode reading it and swapping it is read again, and ends sent', async () => {
+    // No watch of the store's own: the rollback is found and handled by the one below alone.
+    store.watchSeq(undefined);
+    const id = await newImport(3);
+    const run = { token: 't6', lockKey: `${prefix}:subsync-rows:b6:lock` };
+    await redis.set(run.lockKey, run.token);
+    // Right after read-back mode reads the ledger, a live run hands row 2 on, writing the pending entry it read before.
+    let written = false;
+    const racing = new Proxy(redis, {
+      get(target, name) {
+        if (name === 'hscan') {
+          return async (...args: Parameters<Redis['hscan']>) => {
+            const items = await target.hscan(...args);
+            if (!written && args[0] === store.keys.ledger(id)) {
+              written = true;
+              await store.updateUnsettledRows(id, [{ row: 2, entry: { ...pending, attempts: 1, handed: true } }], run);
+            }
+            return items;
+          };
+        }
+        const value: unknown = Reflect.get(target, name, target);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const { watch: racingWatch } = await openRollbackWatch({ redis: racing, store, prefix, dataDir, logger, timers: false });
+    await redis.set(store.keys.seq, String(racingWatch.high() - 3));
+    const found = await racingWatch.check('periodic check');
+    expect(written).toBe(true);
+    expect(found).toMatchObject({ imports: expect.arrayContaining([id]) });
+    // Every row is sent, the one written meanwhile with what its run wrote: each reads back before any create.
+    expect((await store.getRows(id, [1, 2, 3])).map((r) => r?.status)).toEqual(['sent', 'sent', 'sent']);
+    expect(await store.getRow(id, 2)).toMatchObject({ attempts: 1, handed: true });
+    await racingWatch.close();
+  });
+
   it('a run writing back an entry it read before its row became sent leaves the row sent; the run whose mark it is may write it pending', async () => {
     store.watchSeq(undefined);
     const id = await newImport(1);
