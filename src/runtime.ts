@@ -71,13 +71,15 @@ export async function openRuntime(config: Config, logger: Logger, options: { sen
   marksRedis.on('error', (error) => failures.report('redis connection', error));
   const store = createImportStore(storeRedis, config.queuePrefix, { marks: marksRedis });
   const queues = openQueues(redis, config.queuePrefix, (error) => failures.report('queue connection', error));
+  const customers = createCustomerIndex(storeRedis, config.queuePrefix);
   let redisLoss: string | undefined;
   let rollbacks: RollbackWatch;
   try {
     redisLoss = await checkContinuity(redis, config.queuePrefix, config.dataDir);
     if (redisLoss) logger.warn(redisLoss);
     // Every mark and settle tells the watch the rollback counter; a rollback found at start is handled before anything runs.
-    rollbacks = (await openRollbackWatch({ redis: storeRedis, store, prefix: config.queuePrefix, dataDir: config.dataDir, logger, redisLost: redisLoss !== undefined })).watch;
+    // A rollback also leaves the customer index to be read to its end before a create relies on it.
+    rollbacks = (await openRollbackWatch({ redis: storeRedis, store, prefix: config.queuePrefix, dataDir: config.dataDir, logger, redisLost: redisLoss !== undefined, distrust: () => customers.distrust() })).watch;
     store.watchSeq(rollbacks);
     // The store's connection is watched by the watch itself; the marks' and the queues' are told.
     for (const connection of [marksRedis, redis]) connection.on('close', () => rollbacks.connectionLost());
@@ -103,7 +105,7 @@ export async function openRuntime(config: Config, logger: Logger, options: { sen
     logger,
     redis,
     store,
-    customers: createCustomerIndex(storeRedis, config.queuePrefix),
+    customers,
     queues,
     keyring: keyringOf(config),
     journal: importJournal(config.dataDir),

@@ -17,9 +17,11 @@ function describeReport(report: IndexReport): string {
   const lines = [
     `customers: ${report.customers} (the service's TotalItemCount then: ${report.totalItemCount})`,
     `built: ${report.builtAt}`,
-    report.ageSeconds === null
-      ? 'current: no (the end of the service\'s listing moved: `subsync index refresh --full`)'
-      : `current as of: ${report.currentAt} (${report.ageSeconds} s ago)`,
+    report.readToEndFirst
+      ? 'current: not until its end is read again (Redis came back without some of its writes): the next create reads it, or `subsync index refresh`'
+      : report.ageSeconds === null
+        ? 'current: no (the end of the service\'s listing moved: `subsync index refresh --full`)'
+        : `current as of: ${report.currentAt} (${report.ageSeconds} s ago)`,
     `listing: ${report.appendOnly ? 'append-only: new customers are read from its end' : 'not in CustomerID order: only a full refresh makes the index current'}`,
     `keys: ${report.fields?.join(', ')}`,
     `memory: ${report.bytes ?? '?'} bytes, ${report.bytesPerCustomer ?? '?'} a customer`,

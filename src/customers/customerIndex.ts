@@ -59,7 +59,12 @@ export interface IndexMeta {
   fields: string[];
   /** When the full listing that built this generation began (ms). */
   builtAt: number;
-  /** The last time the index was known to hold every customer of the service (ms). */
+  /**
+   * The last time the index was known to hold every customer of the service
+   * (ms). 0: stale, only a full refresh makes it current again;
+   * READ_TO_END_FIRST: Redis lost writes since, and its end is read again
+   * before a create relies on it (see `distrust`).
+   */
   refreshedAt: number;
   /** TotalItemCount of the full listing when the index was last made current. */
   total: number;
@@ -75,7 +80,19 @@ export interface IndexMeta {
   appendOnly: boolean;
   /** Full refreshes and deltas run, for `index status`. */
   deltas: number;
+  /**
+   * Changed each time Redis is found to have lost writes (`distrust`): a
+   * delta or build begun under another one read the listing before that,
+   * and cannot make the index current.
+   */
+  trust: string;
 }
+
+/**
+ * `refreshedAt` of an index that Redis came back without some writes of:
+ * older than any index may be, so the next create reads its delta first.
+ */
+export const READ_TO_END_FIRST = 1;
 
 /**
  * The writes of one delta or full build: counted in Redis as they land
@@ -92,6 +109,8 @@ export interface IndexBuild extends IndexWrites {
   gen: number;
   buckets: number;
   fields: string[];
+  /** The index's `trust` when the build began. */
+  trust: string;
 }
 
 /** Thrown by `commit` when Redis no longer holds every customer the build wrote: the build is not switched in. */
@@ -222,39 +241,57 @@ return 0
 `;
 
 // Moves the index's end after a delta read, if the generation is still the one read from.
-// KEYS: meta, the count of the delta's writes. ARGV: gen, refreshedAt, total, lastId, customers read and written.
+// KEYS: meta, the count of the delta's writes. ARGV: gen, refreshedAt, total, lastId, customers read and written,
+// the end read from, the trust read at the delta's start.
 // Moves the end only from where the delta read from (ARGV[6]): an end moved meanwhile (Redis came back without
 // the delta before it, so its customers are in no index) is left for the next delta to read from. And only
 // while Redis holds every customer the delta wrote (its count): one that came back without some of them is
-// left where it was, for the next delta to read them again. Returns 1 when moved, 0 when the end or the
-// generation changed, -1 when writes were lost.
+// left where it was, for the next delta to read them again. A delta begun before Redis was found to have lost
+// writes (the trust changed) moves the end but leaves the index to be read to its end again: what it read
+// says nothing of the creates whose index writes were lost after it began. Returns 1 when moved, 0 when the
+// end or the generation changed, -1 when writes were lost.
 const MOVE_END_SCRIPT = `
 local kept = tonumber(redis.call('GET', KEYS[2]) or '0')
 redis.call('DEL', KEYS[2])
 if kept ~= tonumber(ARGV[5]) then return -1 end
 if redis.call('HGET', KEYS[1], 'gen') ~= ARGV[1] then return 0 end
 if (redis.call('HGET', KEYS[1], 'lastId') or '') ~= ARGV[6] then return 0 end
-redis.call('HSET', KEYS[1], 'refreshedAt', ARGV[2], 'total', ARGV[3], 'lastId', ARGV[4])
+local refreshedAt = ARGV[2]
+if (redis.call('HGET', KEYS[1], 'trust') or '') ~= ARGV[7] then refreshedAt = '${READ_TO_END_FIRST}' end
+redis.call('HSET', KEYS[1], 'refreshedAt', refreshedAt, 'total', ARGV[3], 'lastId', ARGV[4])
 redis.call('HINCRBY', KEYS[1], 'count', tonumber(ARGV[5]))
 redis.call('HINCRBY', KEYS[1], 'deltas', 1)
 return 1
 `;
 
-// Switches readers to a finished build, if Redis holds every customer it wrote.
-// KEYS: meta, the count of the build's writes. ARGV: customers written, then the meta's (field, value) pairs.
-// Returns what Redis kept of the count (the build is switched in only when it is all of them).
+// Switches readers to a finished build, if Redis holds every customer it wrote; one begun before Redis was
+// found to have lost writes (the trust changed) is read to its end again before it is relied on.
+// KEYS: meta, the count of the build's writes. ARGV: customers written, the trust when the build began, then
+// the meta's (field, value) pairs. Returns what Redis kept of the count (switched in only when it is all of them).
 const COMMIT_SCRIPT = `
 local kept = tonumber(redis.call('GET', KEYS[2]) or '0')
 redis.call('DEL', KEYS[2])
 if kept ~= tonumber(ARGV[1]) then return kept end
-for i = 2, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+local distrusted = (redis.call('HGET', KEYS[1], 'trust') or '') ~= ARGV[2]
+for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+if distrusted and redis.call('HGET', KEYS[1], 'refreshedAt') ~= '0' then redis.call('HSET', KEYS[1], 'refreshedAt', '${READ_TO_END_FIRST}') end
 return kept
+`;
+
+// After Redis lost writes: an index with a meta is to be read to its end before it is relied on, and
+// deltas and builds begun before now cannot make it current. KEYS: meta. ARGV: a new trust.
+const DISTRUST_SCRIPT = `
+if not redis.call('HGET', KEYS[1], 'gen') then return 0 end
+redis.call('HSET', KEYS[1], 'trust', ARGV[1])
+if redis.call('HGET', KEYS[1], 'refreshedAt') ~= '0' then redis.call('HSET', KEYS[1], 'refreshedAt', '${READ_TO_END_FIRST}') end
+return 1
 `;
 
 const addScript = luaScript(ADD_SCRIPT);
 const addCountedScript = luaScript(ADD_COUNTED_SCRIPT);
 const moveEndScript = luaScript(MOVE_END_SCRIPT);
 const commitScript = luaScript(COMMIT_SCRIPT);
+const distrustScript = luaScript(DISTRUST_SCRIPT);
 const removeScript = luaScript(REMOVE_SCRIPT);
 const claimScript = luaScript(CLAIM_SCRIPT);
 const claimLookupScript = luaScript(CLAIM_LOOKUP_SCRIPT);
@@ -395,6 +432,7 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
       count: n('count'),
       appendOnly: hash.appendOnly === '1',
       deltas: n('deltas'),
+      trust: hash.trust ?? '',
     };
   }
 
@@ -421,8 +459,10 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
 
     /** Starts a new generation sized for `expected` customers, indexing `fields` beside the identity. */
     async beginBuild(expected: number, fields: readonly string[]): Promise<IndexBuild> {
+      // The trust first: a build begun under it reads the listing after it.
+      const trust = (await redis.hget(metaKey, 'trust')) ?? '';
       const gen = await redis.hincrby(metaKey, 'nextGen', 1);
-      return { gen, buckets: bucketsFor(expected), fields: [...new Set(fields)], key: writesKey(), written: 0 };
+      return { gen, buckets: bucketsFor(expected), fields: [...new Set(fields)], key: writesKey(), written: 0, trust };
     },
 
     /** Writes customers read by a full refresh into its generation. */
@@ -450,7 +490,7 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
         deltas: '0',
         ...(previous && previous.gen !== build.gen ? { prevGen: String(previous.gen), prevBuckets: String(previous.buckets), prevFields: JSON.stringify(previous.fields) } : {}),
       };
-      const kept = Number(await commitScript.run(redis, [metaKey, build.key], [String(build.written), ...Object.entries(fields).flat()]));
+      const kept = Number(await commitScript.run(redis, [metaKey, build.key], [String(build.written), build.trust, ...Object.entries(fields).flat()]));
       forget();
       if (kept !== build.written) throw new IndexWritesLostError(build.written, kept);
       // The generation before the one just replaced goes now; the one just replaced at the next switch.
@@ -484,8 +524,8 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
      * or why not (`lost`: Redis came back without some of its writes, so
      * the next delta reads them again).
      */
-    async moveEnd(writes: IndexWrites, state: Pick<IndexMeta, 'refreshedAt' | 'total' | 'lastId'> & { gen: number; from: string }): Promise<'moved' | 'changed' | 'lost'> {
-      const reply = Number(await moveEndScript.run(redis, [metaKey, writes.key], [String(state.gen), String(state.refreshedAt), String(state.total), state.lastId, String(writes.written), state.from]));
+    async moveEnd(writes: IndexWrites, state: Pick<IndexMeta, 'refreshedAt' | 'total' | 'lastId' | 'gen' | 'trust'> & { from: string }): Promise<'moved' | 'changed' | 'lost'> {
+      const reply = Number(await moveEndScript.run(redis, [metaKey, writes.key], [String(state.gen), String(state.refreshedAt), String(state.total), state.lastId, String(writes.written), state.from, state.trust]));
       forget();
       return reply === 1 ? 'moved' : reply === 0 ? 'changed' : 'lost';
     },
@@ -496,6 +536,21 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
       if (!current) return;
       await write(removeScript, current, [before]);
       await write(addScript, current, [after]);
+    },
+
+    /**
+     * After Redis came back without some of its writes: the index may lack
+     * customers created since it was last read to its end (their index
+     * writes and their rows' claims lost), though its meta says it is
+     * current. From now on it is read to its end before a create relies on
+     * it, and deltas and builds begun before now cannot make it current.
+     * Resolves once no process can still hold the meta from before (kept
+     * META_CACHE_MS), so that the caller may let creates go.
+     */
+    async distrust(): Promise<void> {
+      await distrustScript.run(redis, [metaKey], [randomBytes(8).toString('hex')]);
+      forget();
+      await new Promise((resolve) => setTimeout(resolve, META_CACHE_MS));
     },
 
     /** Marks the index as behind: only a full refresh makes it current again (the listing did not grow at its end). */

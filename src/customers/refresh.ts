@@ -212,7 +212,7 @@ export async function refreshDelta(input: RefreshDeps): Promise<RefreshOutcome |
   }
   // The end moves only from the one read from (a Redis that came back without the delta before keeps its own),
   // and only while Redis holds every customer this delta wrote: else the next delta reads them again.
-  await deps.index.moveEnd(writes, { gen: meta.gen, refreshedAt: tail.startedAt, total: tail.total, lastId: tail.lastId, from: meta.lastId });
+  await deps.index.moveEnd(writes, { gen: meta.gen, trust: meta.trust, refreshedAt: tail.startedAt, total: tail.total, lastId: tail.lastId, from: meta.lastId });
   await deps.onCustomers?.(tail.customers);
   return { kind: 'delta', requests: requests(), read: tail.customers.length, meta: await deps.index.meta({ fresh: true }) };
 }

@@ -1,4 +1,4 @@
-import type { CustomerIndex } from './customerIndex.js';
+import { READ_TO_END_FIRST, type CustomerIndex } from './customerIndex.js';
 
 /** The index as `index status --json` prints it. */
 export interface IndexReport {
@@ -7,8 +7,10 @@ export interface IndexReport {
   totalItemCount?: number;
   builtAt?: string;
   currentAt?: string;
-  /** Seconds since the index was last known to hold every customer; null when it is not (stale). */
+  /** Seconds since the index was last known to hold every customer; null when it is not (stale, or to be read to its end again). */
   ageSeconds?: number | null;
+  /** Redis came back without some of its writes: the index's end is read again before a create relies on it (no full refresh needed). */
+  readToEndFirst?: boolean;
   appendOnly?: boolean;
   fields?: string[];
   bytes?: number;
@@ -25,8 +27,9 @@ export async function indexReport(index: CustomerIndex, options: { memory?: bool
     customers: meta.count,
     totalItemCount: meta.total,
     builtAt: new Date(meta.builtAt).toISOString(),
-    currentAt: meta.refreshedAt > 0 ? new Date(meta.refreshedAt).toISOString() : undefined,
-    ageSeconds: meta.refreshedAt > 0 ? Math.round((now - meta.refreshedAt) / 1000) : null,
+    currentAt: meta.refreshedAt > READ_TO_END_FIRST ? new Date(meta.refreshedAt).toISOString() : undefined,
+    ageSeconds: meta.refreshedAt > READ_TO_END_FIRST ? Math.round((now - meta.refreshedAt) / 1000) : null,
+    ...(meta.refreshedAt === READ_TO_END_FIRST ? { readToEndFirst: true } : {}),
     appendOnly: meta.appendOnly,
     fields: ['identity', ...meta.fields],
     bytes: memory?.bytes,

@@ -5,6 +5,7 @@ import type { Runtime } from '../runtime.js';
 import { QUEUE_STATES } from './health.js';
 import { budgetUse } from '../redis/budget.js';
 import { importSchedule, runningImports } from '../queue/feeder.js';
+import { READ_TO_END_FIRST } from '../customers/customerIndex.js';
 
 /** How many of the most recent imports `subsync_import_rows` sums. */
 export const METRICS_IMPORTS = 1000;
@@ -182,7 +183,7 @@ export function createScrape(runtime: Runtime): { contentType: string; metrics()
     registers: [registry],
     async collect() {
       const meta = await runtime.customers.meta();
-      this.set(meta && meta.refreshedAt > 0 ? (Date.now() - meta.refreshedAt) / 1000 : -1);
+      this.set(meta && meta.refreshedAt > READ_TO_END_FIRST ? (Date.now() - meta.refreshedAt) / 1000 : -1);
     },
   });
 

@@ -65,7 +65,7 @@ function indexFacts(index: IndexReport): Html {
   return html`<dl class="facts">
 <dt>Customers</dt><dd>${index.customers ?? 0} <span class="hint">(the service's TotalItemCount then: ${index.totalItemCount ?? 0})</span></dd>
 <dt>Built</dt><dd>${index.builtAt ?? '—'}</dd>
-<dt>Current as of</dt><dd>${index.ageSeconds === null || index.ageSeconds === undefined ? 'not current: the end of the listing moved (subsync index refresh --full)' : `${index.currentAt ?? ''} (${index.ageSeconds} s ago)`}</dd>
+<dt>Current as of</dt><dd>${index.readToEndFirst ? 'not until its end is read again (Redis came back without some of its writes): the next create reads it' : index.ageSeconds === null || index.ageSeconds === undefined ? 'not current: the end of the listing moved (subsync index refresh --full)' : `${index.currentAt ?? ''} (${index.ageSeconds} s ago)`}</dd>
 <dt>Listing</dt><dd>${index.appendOnly ? 'in CustomerID order: new customers are read from its end' : 'not in CustomerID order: only a full refresh makes the index current'}</dd>
 <dt>Keys</dt><dd>${(index.fields ?? []).join(', ')} <span class="hint">(memory: <code>subsync index status</code>)</span></dd>
 </dl>`;

@@ -28,7 +28,10 @@ import { SERVER_RUN_LUA, type ImportStore, type SeqWatch } from './importStore.j
  *    nothing is sent while this runs;
  * 2. every unfinished import goes into read-back mode: each row without an
  *    outcome, pending or sent, becomes `sent` (a request may have left), so
- *    whichever run takes it reads back before any create;
+ *    whichever run takes it reads back before any create; and what else
+ *    Redis may have lost writes of is distrusted (`distrust`: the customer
+ *    index, which may lack customers created since it was last read to its
+ *    end, their rows' claims gone with them);
  * 3. the counter is raised above the remembered value, the rollback is
  *    recorded in Redis (`status`, the start check and the dashboard show it),
  *    the hold is lifted, and one error line tells the operator.
@@ -158,6 +161,12 @@ export interface RollbackWatchOptions {
   remembered?: Memory;
   /** The id of the continuity marker of the Redis data set this watch is on, kept with what is remembered. */
   instance?: string;
+  /**
+   * Called while sending is held, after read-back mode: what else may lack
+   * writes Redis lost is to be read again before it is relied on (the
+   * customer index). Resolves once no process relies on it any more.
+   */
+  distrust?: () => Promise<void>;
 }
 
 /** The file of the data dir where a fleet's processes remember the highest counter they saw. */
@@ -263,6 +272,7 @@ export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatc
         rows += await readBackMode(id, at);
         imports.push(id);
       }
+      await options.distrust?.();
       const raised = Number(await raiseScript.run(redis, [keys.seq], [String(from + 1)]));
       high = Math.max(high, raised);
       // Marks go again, fleet-wide, once this server is the one checked.

@@ -2,7 +2,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createApiClient, type ApiClient } from '../../src/api/client.js';
 import { digestOf, fieldKey, identityKey } from '../../src/customers/identity.js';
 import { currentIndex, refreshDelta, refreshFull, type RefreshDeps } from '../../src/customers/refresh.js';
-import { IndexWritesLostError, type IndexMeta } from '../../src/customers/customerIndex.js';
+import { IndexWritesLostError, READ_TO_END_FIRST, type IndexMeta } from '../../src/customers/customerIndex.js';
+import { indexReport } from '../../src/customers/report.js';
 import type { Customer } from '../../src/api/schemas/index.js';
 import { customerInput } from '../support/bodies.js';
 import { exportNow } from '../support/exports.js';
@@ -148,7 +149,7 @@ describe('the customer index', () => {
     const later = p.sandbox.store.createCustomer(customerInput({ FirstName: 'Cy', LastName: 'Later', EmailAddress: 'cy@later.example' }));
     const writes = p.runtime.customers.beginDelta();
     await p.runtime.customers.addToDelta(writes, [later]);
-    expect(await p.runtime.customers.moveEnd(writes, { gen: Number(before.gen), refreshedAt: Date.now(), total: p.sandbox.store.customers().length, lastId: later.CustomerID, from: read?.lastId ?? '' })).toBe('changed');
+    expect(await p.runtime.customers.moveEnd(writes, { gen: Number(before.gen), trust: before.trust ?? '', refreshedAt: Date.now(), total: p.sandbox.store.customers().length, lastId: later.CustomerID, from: read?.lastId ?? '' })).toBe('changed');
     expect(await p.runtime.redis.hget(metaKey, 'lastId')).toBe(before.lastId);
     // The next delta reads from the end Redis kept: the customers of the lost delta are found again.
     const meta = await currentIndex(deps, Date.now());
@@ -176,6 +177,37 @@ describe('the customer index', () => {
     p.sandbox.resetStats();
     await expectIndexed(p, built, await currentIndex(deps, Date.now()), added);
     expect(p.sandbox.stats().byEndpoint).toEqual({ searchCustomers: 3 });
+  });
+
+  it('once Redis is found to have lost writes, it is read to its end before it is trusted; a delta or build begun before cannot make it current', async () => {
+    // A delta under way when the loss is handled keeps what it read, but the index is still to be read to its end.
+    const { p, deps, built, added } = await builtThenAdded(230, 'Distrusted');
+    let searches = 0;
+    await refreshDelta(
+      searchingThrough(deps, async (search) => {
+        if (++searches === 3) await p.runtime.customers.distrust();
+        return search();
+      }),
+    );
+    const after = await p.runtime.customers.meta({ fresh: true });
+    expect(after).toMatchObject({ lastId: added.at(-1)?.CustomerID, refreshedAt: READ_TO_END_FIRST });
+    expect(await indexReport(p.runtime.customers, { memory: false })).toMatchObject({ readToEndFirst: true, ageSeconds: null });
+    // The next create's check reads the end again: one request, nothing new, and the index is current.
+    p.sandbox.resetStats();
+    const current = await currentIndex(deps, Date.now() - 30_000);
+    expect(p.sandbox.stats().byEndpoint).toEqual({ searchCustomers: 1 });
+    expect(current?.refreshedAt).toBeGreaterThan(Date.now() - 30_000);
+    await expectIndexed(p, built, current, added);
+
+    // A full build begun before is switched in, to be read to its end as well.
+    searches = 0;
+    const rebuilt = await refreshFull(
+      searchingThrough(deps, async (search) => {
+        if (++searches === 2) await p.runtime.customers.distrust();
+        return search();
+      }),
+    );
+    expect(rebuilt.meta).toMatchObject({ gen: (current?.gen ?? 0) + 1, refreshedAt: READ_TO_END_FIRST });
   });
 
   it('rows of one process that find it too old at once wait for one delta: one lock taken, none polled', async () => {

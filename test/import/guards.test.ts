@@ -6,7 +6,9 @@ import { z } from 'zod';
 import { FileRejectedError } from '../../src/csv/errors.js';
 import { importFile, type ImportRequest } from '../../src/import/producer.js';
 import { importStatus, type ImportStatus } from '../../src/import/status.js';
+import { recentRollbacks } from '../../src/store/rollback.js';
 import { startPipeline, until, type Pipeline } from '../support/pipeline.js';
+import { pointInTime } from '../support/store.js';
 
 let pipeline: Pipeline | undefined;
 afterEach(async () => {
@@ -179,6 +181,25 @@ describe('a create whose person the service already holds', () => {
     await pipeline.runtime.customers.meta({ fresh: true });
     const status = await run(pipeline, { file: await pipeline.file('list.csv', list.join('\n')) });
     expect(status.counts).toMatchObject({ exists: 2, created: 1 });
+    expect(pipeline.sandbox.store.customers().filter((c) => c.LastName === 'Listed')).toHaveLength(3);
+  });
+
+  it('a list dropped again after Redis came back without the first import of it creates nobody twice', async () => {
+    pipeline = await startPipeline();
+    // The index is built by a first import's guard; Redis will come back as it was then.
+    await run(pipeline, { file: await pipeline.file('other.csv', 'FirstName,LastName\nOla,Other\n') });
+    const before = await pointInTime(pipeline.runtime.redis, pipeline.prefix);
+    const first = await run(pipeline, { file: await pipeline.file('list.csv', list.join('\n')) });
+    expect(first.counts.created).toBe(3);
+    // The first import, its claims and its index writes are gone; the index's meta still says it was read
+    // to its end a moment ago.
+    await before.rollBack();
+    await pipeline.runtime.rollbacks.check('reconnect');
+    await pipeline.runtime.rollbacks.settled();
+    expect(await recentRollbacks(pipeline.runtime.redis, pipeline.runtime.store)).toHaveLength(1);
+    const reordered = ['City,EmailAddress,LastName,FirstName', ...list.slice(1).map((line) => line.split(',').reverse().join(','))];
+    const second = await run(pipeline, { file: await pipeline.file('list-again.csv', reordered.join('\n')) });
+    expect(second.counts).toMatchObject({ exists: 3, created: 0 });
     expect(pipeline.sandbox.store.customers().filter((c) => c.LastName === 'Listed')).toHaveLength(3);
   });
 
