@@ -82,8 +82,9 @@ export interface IndexMeta {
   deltas: number;
   /**
    * Changed each time Redis is found to have lost writes (`distrust`): a
-   * delta or build begun under another one read the listing before that,
-   * and cannot make the index current.
+   * delta begun under another one read the listing before that, and cannot
+   * make the index current. (A build is switched in to be read to its end
+   * anyway.)
    */
   trust: string;
 }
@@ -109,8 +110,6 @@ export interface IndexBuild extends IndexWrites {
   gen: number;
   buckets: number;
   fields: string[];
-  /** The index's `trust` when the build began. */
-  trust: string;
 }
 
 /** Thrown by `commit` when Redis no longer holds every customer the build wrote: the build is not switched in. */
@@ -210,20 +209,23 @@ return reply
 `;
 
 // After creates: the customers' keys added to the index (as ADD_SCRIPT), and the creating rows'
-// claims released (as RELEASE_SCRIPT). KEYS: claims, then one bucket per key added.
-// ARGV: the number of claims R, R × (digest, claimant), then (digest, CustomerID) per bucket.
+// claims released (as RELEASE_SCRIPT), only into the generation readers use now: written into one a
+// build has just replaced (a meta kept from before the switch), they would be in no index while their
+// claims are gone. KEYS: claims, meta, then one bucket per key added. ARGV: the generation the buckets
+// are of, the number of claims R, R × (digest, claimant), then (digest, CustomerID) per bucket.
+// Returns -1 when that generation is no longer the current one (nothing written, the claims kept).
 const CREATED_SCRIPT = `${ADD_ID_LUA}
-local releases = tonumber(ARGV[1])
+if redis.call('HGET', KEYS[2], 'gen') ~= ARGV[1] then return -1 end
+local releases = tonumber(ARGV[2])
 for i = 1, releases do
-  local digest, claimant = ARGV[2 * i], ARGV[2 * i + 1]
+  local digest, claimant = ARGV[1 + 2 * i], ARGV[2 + 2 * i]
   if redis.call('HGET', KEYS[1], digest) == claimant then redis.call('HDEL', KEYS[1], digest) end
 end
-local base = 1 + 2 * releases
-for i = 2, #KEYS do
-  local field, id = ARGV[base + 2 * (i - 1) - 1], ARGV[base + 2 * (i - 1)]
-  addId(KEYS[i], field, id)
+local base = 2 + 2 * releases
+for i = 3, #KEYS do
+  addId(KEYS[i], ARGV[base + 2 * (i - 2) - 1], ARGV[base + 2 * (i - 2)])
 end
-return #KEYS - 1
+return #KEYS - 2
 `;
 
 // Looks keys up, one bucket each. KEYS: the buckets. ARGV: the keys' digests, in the same order.
@@ -264,22 +266,19 @@ redis.call('HINCRBY', KEYS[1], 'deltas', 1)
 return 1
 `;
 
-// Switches readers to a finished build, if Redis holds every customer it wrote; one begun before Redis was
-// found to have lost writes (the trust changed) is read to its end again before it is relied on.
-// KEYS: meta, the count of the build's writes. ARGV: customers written, the trust when the build began, then
-// the meta's (field, value) pairs. Returns what Redis kept of the count (switched in only when it is all of them).
+// Switches readers to a finished build, if Redis holds every customer it wrote.
+// KEYS: meta, the count of the build's writes. ARGV: customers written, then the meta's (field, value) pairs.
+// Returns what Redis kept of the count (switched in only when it is all of them).
 const COMMIT_SCRIPT = `
 local kept = tonumber(redis.call('GET', KEYS[2]) or '0')
 redis.call('DEL', KEYS[2])
 if kept ~= tonumber(ARGV[1]) then return kept end
-local distrusted = (redis.call('HGET', KEYS[1], 'trust') or '') ~= ARGV[2]
-for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-if distrusted and redis.call('HGET', KEYS[1], 'refreshedAt') ~= '0' then redis.call('HSET', KEYS[1], 'refreshedAt', '${READ_TO_END_FIRST}') end
+for i = 2, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 return kept
 `;
 
 // After Redis lost writes: an index with a meta is to be read to its end before it is relied on, and
-// deltas and builds begun before now cannot make it current. KEYS: meta. ARGV: a new trust.
+// deltas begun before now cannot make it current. KEYS: meta. ARGV: a new trust.
 const DISTRUST_SCRIPT = `
 if not redis.call('HGET', KEYS[1], 'gen') then return 0 end
 redis.call('HSET', KEYS[1], 'trust', ARGV[1])
@@ -397,19 +396,22 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
    */
   async function createdAll(rows: ReadonlyArray<{ customer: Customer; identity: Buffer; claimant: string }>): Promise<void> {
     if (rows.length === 0) return;
-    const current = await meta();
-    // No index: nothing to add, and the claims stay (with their rows' outcomes, they are what tells a later import).
-    if (!current) return;
-    const keys: string[] = [claimsKey];
-    const args: Array<Buffer | string> = [String(rows.length)];
-    for (const { identity, claimant } of rows) args.push(identity, claimant);
-    for (const { customer, identity } of rows) {
-      for (const { kind, digest } of keysOf(customer, current.fields, identity)) {
-        keys.push(bucketKey(current.gen, current.buckets, kind, digest));
-        args.push(digest, customer.CustomerID);
+    for (let fresh = false; ; fresh = true) {
+      const current = await meta({ fresh });
+      // No index: nothing to add, and the claims stay (with their rows' outcomes, they are what tells a later import).
+      if (!current) return;
+      const keys: string[] = [claimsKey, metaKey];
+      const args: Array<Buffer | string> = [String(current.gen), String(rows.length)];
+      for (const { identity, claimant } of rows) args.push(identity, claimant);
+      for (const { customer, identity } of rows) {
+        for (const { kind, digest } of keysOf(customer, current.fields, identity)) {
+          keys.push(bucketKey(current.gen, current.buckets, kind, digest));
+          args.push(digest, customer.CustomerID);
+        }
       }
+      // A generation switched in since the meta was kept: written again into the one readers use now.
+      if (Number(await createdScript.run(redis, keys, args)) >= 0) return;
     }
-    await createdScript.run(redis, keys, args);
   }
   // So do the index writes of creates answered in the same turn.
   const created = coalesce<{ customer: Customer; identity: Buffer; claimant: string }, void>(async (_key, rows) => {
@@ -459,10 +461,8 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
 
     /** Starts a new generation sized for `expected` customers, indexing `fields` beside the identity. */
     async beginBuild(expected: number, fields: readonly string[]): Promise<IndexBuild> {
-      // The trust first: a build begun under it reads the listing after it.
-      const trust = (await redis.hget(metaKey, 'trust')) ?? '';
       const gen = await redis.hincrby(metaKey, 'nextGen', 1);
-      return { gen, buckets: bucketsFor(expected), fields: [...new Set(fields)], key: writesKey(), written: 0, trust };
+      return { gen, buckets: bucketsFor(expected), fields: [...new Set(fields)], key: writesKey(), written: 0 };
     },
 
     /** Writes customers read by a full refresh into its generation. */
@@ -472,7 +472,12 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
 
     /**
      * Switches readers to a finished build, then deletes the generation it
-     * replaces. `state` is what the listing showed.
+     * replaces. `state` is what the listing showed. An append-only index
+     * that replaces another is switched in to be read to its end first
+     * (READ_TO_END_FIRST): the creates answered while it was built wrote
+     * into the generation it replaces and let their claims go, and those
+     * after the listing's last read are in neither. (With no index before,
+     * their claims stay, and tell.)
      */
     async commit(build: IndexBuild, state: Pick<IndexMeta, 'builtAt' | 'refreshedAt' | 'total' | 'lastId' | 'count' | 'appendOnly'>): Promise<void> {
       const previous = await meta({ fresh: true });
@@ -482,7 +487,7 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
         buckets: String(build.buckets),
         fields: JSON.stringify(build.fields),
         builtAt: String(state.builtAt),
-        refreshedAt: String(state.refreshedAt),
+        refreshedAt: String(state.appendOnly && previous ? READ_TO_END_FIRST : state.refreshedAt),
         total: String(state.total),
         lastId: state.lastId,
         count: String(state.count),
@@ -490,7 +495,7 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
         deltas: '0',
         ...(previous && previous.gen !== build.gen ? { prevGen: String(previous.gen), prevBuckets: String(previous.buckets), prevFields: JSON.stringify(previous.fields) } : {}),
       };
-      const kept = Number(await commitScript.run(redis, [metaKey, build.key], [String(build.written), build.trust, ...Object.entries(fields).flat()]));
+      const kept = Number(await commitScript.run(redis, [metaKey, build.key], [String(build.written), ...Object.entries(fields).flat()]));
       forget();
       if (kept !== build.written) throw new IndexWritesLostError(build.written, kept);
       // The generation before the one just replaced goes now; the one just replaced at the next switch.
@@ -543,7 +548,7 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
      * customers created since it was last read to its end (their index
      * writes and their rows' claims lost), though its meta says it is
      * current. From now on it is read to its end before a create relies on
-     * it, and deltas and builds begun before now cannot make it current.
+     * it, and deltas begun before now cannot make it current.
      * Resolves once no process can still hold the meta from before (kept
      * META_CACHE_MS), so that the caller may let creates go.
      */

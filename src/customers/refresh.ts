@@ -5,7 +5,10 @@
  *   flight, each request from the fleet's budget) into a new generation, and
  *   switches to it once the listing is read. When the listing came in
  *   ascending CustomerID order (as the sandbox lists, and as a service that
- *   appends new customers at the end does), the index is marked append-only.
+ *   appends new customers at the end does), the index is marked append-only,
+ *   and a delta made right after the switch reads what was created meanwhile
+ *   (the creates answered while the build ran wrote into the generation it
+ *   replaced).
  * - A **delta** then reads only the end of the listing: the page at
  *   `total - 1` must still start with the last customer the index knows (else
  *   customers were removed or inserted in the middle, and only a full refresh
@@ -26,7 +29,7 @@ import type { Customer, SearchCustomersResponse } from '../api/schemas/index.js'
 import { compareIds } from './search.js';
 import { SEARCH_PAGE_SIZE } from '../policy.js';
 import type { RedisClient } from '../redis/redis.js';
-import { DEFAULT_INDEXED_FIELDS, type CustomerIndex, type IndexMeta } from './customerIndex.js';
+import { DEFAULT_INDEXED_FIELDS, READ_TO_END_FIRST, type CustomerIndex, type IndexMeta } from './customerIndex.js';
 import { searchPage, type SearchDeps } from './search.js';
 
 /** Pages read at once by a full refresh, as the export does. */
@@ -141,8 +144,9 @@ export async function refreshFull(input: RefreshDeps, fields: readonly string[] 
   const first = firstPage?.page ?? (await searchPage(deps, { contains: '', skip: 0, take: SEARCH_PAGE_SIZE }));
   const total = first.TotalItemCount;
   const build = await deps.index.beginBuild(total, [...DEFAULT_INDEXED_FIELDS, ...(previous?.fields ?? []), ...fields]);
+  const pageCount = Math.ceil(total / SEARCH_PAGE_SIZE);
+  let appendOnly = false;
   try {
-    const pageCount = Math.ceil(total / SEARCH_PAGE_SIZE);
     const pages = new Map<number, Customer[]>([[0, first.Customers]]);
     const take = async (index: number, customers: Customer[]): Promise<void> => {
       pages.set(index, customers);
@@ -160,7 +164,7 @@ export async function refreshFull(input: RefreshDeps, fields: readonly string[] 
     // Ascending throughout (each page and across pages) and as many as the count said: new customers come at the end.
     let last: string | undefined;
     let count = 0;
-    let appendOnly = true;
+    appendOnly = true;
     for (let index = 0; index < pageCount; index++) {
       const customers = pages.get(index) ?? [];
       count += customers.length;
@@ -168,24 +172,16 @@ export async function refreshFull(input: RefreshDeps, fields: readonly string[] 
       last = customers.at(-1)?.CustomerID ?? last;
     }
     if (count < total) appendOnly = false;
-    const listed = { total: Math.min(count, total), lastId: last ?? '' };
-    let state = { refreshedAt: builtAt, total: listed.total, lastId: listed.lastId, count };
-    if (appendOnly && pageCount > 1) {
-      // Customers created while the listing was read are at its end: read them now. (One page is read at one instant.)
-      const tail = await readTail(deps, listed);
-      if (tail) {
-        await deps.index.addToBuild(build, tail.customers);
-        await deps.onCustomers?.(tail.customers);
-        state = { refreshedAt: tail.startedAt, total: tail.total, lastId: tail.lastId, count: count + tail.customers.length };
-      } else {
-        appendOnly = false;
-      }
-    }
-    await deps.index.commit(build, { builtAt, ...state, appendOnly });
+    // Several pages are not read at one instant: the index is read to its end (below) before it is relied on.
+    await deps.index.commit(build, { builtAt, refreshedAt: pageCount > 1 ? READ_TO_END_FIRST : builtAt, total: Math.min(count, total), lastId: last ?? '', count, appendOnly });
   } catch (error) {
     await deps.index.abandon(build).catch(() => undefined);
     throw error;
   }
+  // The customers created while the listing was read (one page is read at one instant), and the creates answered
+  // meanwhile when they wrote into a generation this one replaced (it is then switched in to be read to its end
+  // first), are read now, into this one.
+  if (appendOnly && (await deps.index.meta({ fresh: true }))?.refreshedAt === READ_TO_END_FIRST) await refreshDelta(deps);
   const meta = await deps.index.meta({ fresh: true });
   return { kind: 'full', requests: requests(), read: meta?.count ?? 0, meta };
 }
