@@ -186,15 +186,18 @@ return reply
 `;
 
 // A create's claim and its index read in one call, for rows whose index is current. KEYS: claims,
-// then the identity bucket of each row. ARGV: (digest, claimant) per row. Claims as CLAIM_SCRIPT;
-// a row whose claim it is then has its identity looked up (as LOOKUP_SCRIPT): the read comes after
-// the claim is taken, as when they were two calls. A person the index holds lets the claim go at
-// once (as RELEASE_SCRIPT): the index answers for them. Returns, per row, the claimant holding the
-// claim and the CustomerIDs (comma-separated, or nil when none, or when the claim is another's).
+// meta, then the identity bucket of each row. ARGV: the generation the buckets are of, then
+// (digest, claimant) per row. Claims as CLAIM_SCRIPT; a row whose claim it is then has its identity
+// looked up (as LOOKUP_SCRIPT): the read comes after the claim is taken, as when they were two calls.
+// A person the index holds lets the claim go at once (as RELEASE_SCRIPT): the index answers for them.
+// Returns, per row, the claimant holding the claim and the CustomerIDs (comma-separated, or nil when
+// none, or when the claim is another's); or -1, having done nothing, when the generation is no longer
+// the current one (a meta kept from before a build's switch: the creates since wrote into the new one).
 const CLAIM_LOOKUP_SCRIPT = `
+if redis.call('HGET', KEYS[2], 'gen') ~= ARGV[1] then return -1 end
 local reply = {}
-for i = 2, #KEYS do
-  local digest, claimant = ARGV[2 * i - 3], ARGV[2 * i - 2]
+for i = 3, #KEYS do
+  local digest, claimant = ARGV[2 * i - 4], ARGV[2 * i - 3]
   local holder = claimant
   local ids = false
   if redis.call('HSETNX', KEYS[1], digest, claimant) == 0 then holder = redis.call('HGET', KEYS[1], digest) end
@@ -202,8 +205,8 @@ for i = 2, #KEYS do
     ids = redis.call('HGET', KEYS[i], digest)
     if ids then redis.call('HDEL', KEYS[1], digest) end
   end
-  reply[2 * i - 3] = holder
-  reply[2 * i - 2] = ids
+  reply[2 * i - 5] = holder
+  reply[2 * i - 4] = ids
 end
 return reply
 `;
@@ -358,15 +361,19 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
     if (!Array.isArray(reply) || reply.length !== claims.length) throw new Error(`unexpected reply from the claim script: ${String(reply)}`);
     return reply.map((holder) => (Buffer.isBuffer(holder) ? holder.toString() : String(holder)));
   });
-  // A create's claim and index read, when its index is current: those of the turn's rows in one call.
-  const claimLookup = coalesce<{ bucket: string; digest: Buffer; claimant: string }, { holder: string; ids: string[] }>(async (_key, rows) => {
-    const keys: string[] = [claimsKey];
-    const args: Array<Buffer | string> = [];
+  // A create's claim and index read, when its index is current: those of the turn's rows of one generation in one call.
+  const claimLookup = coalesce<{ bucket: string; digest: Buffer; claimant: string }, { holder: string; ids: string[] } | undefined>(async (gen, rows) => {
+    const keys: string[] = [claimsKey, metaKey];
+    const args: Array<Buffer | string> = [gen];
     for (const r of rows) {
       keys.push(r.bucket);
       args.push(r.digest, r.claimant);
     }
     const reply = await claimLookupScript.run(redis, keys, args);
+    if (reply === -1) {
+      forget();
+      return rows.map(() => undefined);
+    }
     if (!Array.isArray(reply) || reply.length !== 2 * rows.length) throw new Error(`unexpected reply from the claim and lookup script: ${String(reply)}`);
     return rows.map((_, i) => {
       const holder: unknown = reply[2 * i];
@@ -602,10 +609,12 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
      * call gathered with the turn's others. When the index holds the
      * person, the claim is let go in the same call (as releaseDigest):
      * the index answers for them. `ids` is empty when the claim is
-     * another's.
+     * another's. Undefined, having claimed nothing, when `current` is no
+     * longer the index readers use (a build switched another in since):
+     * ask again with the meta read afresh.
      */
-    async claimAndLookup(current: IndexMeta, digest: Buffer, claimant: string): Promise<{ holder: string; ids: string[] }> {
-      return claimLookup('', { bucket: bucketKey(current.gen, current.buckets, 'i', digest), digest, claimant });
+    async claimAndLookup(current: IndexMeta, digest: Buffer, claimant: string): Promise<{ holder: string; ids: string[] } | undefined> {
+      return claimLookup(String(current.gen), { bucket: bucketKey(current.gen, current.buckets, 'i', digest), digest, claimant });
     },
 
     /**

@@ -173,7 +173,10 @@ export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportS
         // Read ahead with the process's own client, as holders does.
         const meta = await currentIndex({ ...deps.refresh, api }, now() - INDEX_FRESH_MS, deps.refresh);
         if (!meta) break;
-        const { holder, ids } = await deps.index.claimAndLookup(meta, identity.digest, claimant);
+        const found = await deps.index.claimAndLookup(meta, identity.digest, claimant);
+        // A meta kept from before a build's switch: read afresh, and asked again.
+        if (!found) continue;
+        const { holder, ids } = found;
         if (holder === claimant) return { claim: MINE, holders: ids, identity };
         const state = await heldBy(holder);
         if (state) return { claim: state, holders: [], identity };

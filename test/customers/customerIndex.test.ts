@@ -359,6 +359,16 @@ describe("a create's claim and index read", () => {
     expect(await index.lookup(meta, 'EmailAddress', [fieldKey('EmailAddress', 'NIA@new.example')])).toEqual([['new-1']]);
     expect(await index.claimAndLookup(meta, fresh, 'imp-b:1')).toEqual({ holder: 'imp-b:1', ids: ['new-1'] });
     expect(await p.runtime.redis.hlen(claims)).toBe(0);
+
+    // A meta kept from before a build switched another generation in (whose creates since are written there)
+    // claims nothing and finds nothing: the row asks again with the meta read afresh.
+    const rebuilt = (await refreshFull(deps)).meta;
+    expect(rebuilt?.gen).toBe(meta.gen + 1);
+    const later = digestOf(identityKey({ FirstName: 'Lou', LastName: 'Later', EmailAddress: 'lou@later.example' }));
+    expect(await index.claimAndLookup(meta, later, 'imp-d:1')).toBeUndefined();
+    expect(await p.runtime.redis.hlen(claims)).toBe(0);
+    if (!rebuilt) throw new Error('no index');
+    expect(await index.claimAndLookup(rebuilt, later, 'imp-d:1')).toEqual({ holder: 'imp-d:1', ids: [] });
   });
 
   it('reads and extends what earlier versions wrote: a claim set by HSET, a key holding several customers', async () => {
