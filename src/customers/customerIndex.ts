@@ -156,20 +156,30 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return #KEYS - 1
 `;
 
-// KEYS: one bucket per entry. ARGV: (digest, CustomerID) per KEYS entry. Takes the CustomerID off the key's list.
-const REMOVE_SCRIPT = `
-for i = 1, #KEYS do
+// Moves a customer's keys after an update, in the generation readers use now (as CREATED_SCRIPT, and for
+// the same reason). KEYS: meta, the buckets of the keys taken off (R of them), then those of the keys added.
+// ARGV: the generation the buckets are of, R, then (digest, CustomerID) per bucket. Takes the CustomerID off
+// each of the first R keys' lists, adds it to the others'. Returns -1 when the generation is no longer the
+// current one (nothing written).
+const REPLACE_SCRIPT = `${ADD_ID_LUA}
+if redis.call('HGET', KEYS[1], 'gen') ~= ARGV[1] then return -1 end
+local removals = tonumber(ARGV[2])
+for i = 2, #KEYS do
   local field, id = ARGV[2 * i - 1], ARGV[2 * i]
-  local current = redis.call('HGET', KEYS[i], field)
-  if current then
-    local kept = {}
-    for each in string.gmatch(current, '[^,]+') do
-      if each ~= id then kept[#kept + 1] = each end
+  if i <= removals + 1 then
+    local current = redis.call('HGET', KEYS[i], field)
+    if current then
+      local kept = {}
+      for each in string.gmatch(current, '[^,]+') do
+        if each ~= id then kept[#kept + 1] = each end
+      end
+      if #kept == 0 then redis.call('HDEL', KEYS[i], field) else redis.call('HSET', KEYS[i], field, table.concat(kept, ',')) end
     end
-    if #kept == 0 then redis.call('HDEL', KEYS[i], field) else redis.call('HSET', KEYS[i], field, table.concat(kept, ',')) end
+  else
+    addId(KEYS[i], field, id)
   end
 end
-return #KEYS
+return #KEYS - 1
 `;
 
 // Claims identities for rows about to create them. KEYS: claims. ARGV: (digest, claimant) per row.
@@ -294,7 +304,7 @@ const addCountedScript = luaScript(ADD_COUNTED_SCRIPT);
 const moveEndScript = luaScript(MOVE_END_SCRIPT);
 const commitScript = luaScript(COMMIT_SCRIPT);
 const distrustScript = luaScript(DISTRUST_SCRIPT);
-const removeScript = luaScript(REMOVE_SCRIPT);
+const replaceScript = luaScript(REPLACE_SCRIPT);
 const claimScript = luaScript(CLAIM_SCRIPT);
 const claimLookupScript = luaScript(CLAIM_LOOKUP_SCRIPT);
 const createdScript = luaScript(CREATED_SCRIPT);
@@ -330,8 +340,8 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
 
   const writesKey = (): string => `${prefix}:cix:written:${randomBytes(8).toString('hex')}`;
 
-  /** Writes (or, with removeScript, takes off) customers' keys; with `writes`, counted as IndexWrites says. */
-  async function write(script: typeof addScript, target: { gen: number; buckets: number; fields: readonly string[] }, customers: ReadonlyArray<Parameters<typeof keysOf>[0] & { CustomerID: string }>, writes?: IndexWrites): Promise<void> {
+  /** Writes customers' keys; with `writes`, counted as IndexWrites says. */
+  async function write(target: { gen: number; buckets: number; fields: readonly string[] }, customers: ReadonlyArray<Parameters<typeof keysOf>[0] & { CustomerID: string }>, writes?: IndexWrites): Promise<void> {
     // In calls of at most WRITE_CHUNK customers: a delta read during a long import brings tens of
     // thousands, and one script over all of them would hold Redis for as long.
     for (let first = 0; first < customers.length; first += WRITE_CHUNK) {
@@ -345,7 +355,7 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
         }
       }
       if (!writes) {
-        if (keys.length > 0) await script.run(redis, keys, args);
+        if (keys.length > 0) await addScript.run(redis, keys, args);
         continue;
       }
       await addCountedScript.run(redis, keys, args);
@@ -474,7 +484,7 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
 
     /** Writes customers read by a full refresh into its generation. */
     async addToBuild(build: IndexBuild, customers: readonly Customer[]): Promise<void> {
-      await write(addScript, build, customers, build);
+      await write(build, customers, build);
     },
 
     /**
@@ -526,7 +536,7 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
     /** Writes customers a delta read, a page at a time, into the current generation. */
     async addToDelta(writes: IndexWrites, customers: readonly Customer[]): Promise<void> {
       const current = await meta();
-      if (current) await write(addScript, current, customers, writes);
+      if (current) await write(current, customers, writes);
     },
 
     /**
@@ -542,12 +552,23 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
       return reply === 1 ? 'moved' : reply === 0 ? 'changed' : 'lost';
     },
 
-    /** Moves a customer's keys after subsync changed it (an update of names or email). */
+    /** Moves a customer's keys after subsync changed it (an update of names or email), in the generation current at that instant. */
     async replace(before: Customer, after: Customer): Promise<void> {
-      const current = await meta();
-      if (!current) return;
-      await write(removeScript, current, [before]);
-      await write(addScript, current, [after]);
+      for (let fresh = false; ; fresh = true) {
+        const current = await meta({ fresh });
+        if (!current) return;
+        const removed = keysOf(before, current.fields);
+        const keys: string[] = [metaKey];
+        const args: Array<Buffer | string> = [String(current.gen), String(removed.length)];
+        for (const [customer, kinds] of [[before, removed], [after, keysOf(after, current.fields)]] as const) {
+          for (const { kind, digest } of kinds) {
+            keys.push(bucketKey(current.gen, current.buckets, kind, digest));
+            args.push(digest, customer.CustomerID);
+          }
+        }
+        // A generation switched in since the meta was kept: moved again in the one readers use now.
+        if (Number(await replaceScript.run(redis, keys, args)) >= 0) return;
+      }
     },
 
     /**

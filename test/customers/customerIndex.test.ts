@@ -310,6 +310,21 @@ describe('the customer index', () => {
     expect(await p.runtime.customers.lookup(meta, 'i', [during, after].map(identityKey))).toEqual([during, after].map((c) => [c.CustomerID]));
   });
 
+  it("an update's move of a customer's keys lands in the generation readers use, even from a meta kept from before a switch", async () => {
+    const { p, deps } = await setUp(250);
+    await refreshFull(deps);
+    // Another process, whose meta is kept from before the switch below.
+    const other = createCustomerIndex(p.runtime.redis, p.prefix);
+    await other.meta();
+    const rebuilt = (await refreshFull(deps)).meta;
+    const [customer] = p.sandbox.store.customers();
+    if (!rebuilt || !customer) throw new Error('no index');
+    const renamed = { ...customer, LastName: 'Renamed', EmailAddress: 'renamed@example.com' };
+    await other.replace(customer, renamed);
+    expect(await p.runtime.customers.lookup(rebuilt, 'i', [identityKey(customer), identityKey(renamed)])).toEqual([[], [customer.CustomerID]]);
+    expect(await p.runtime.customers.lookup(rebuilt, 'EmailAddress', [fieldKey('EmailAddress', customer.EmailAddress), fieldKey('EmailAddress', renamed.EmailAddress)])).toEqual([[], [customer.CustomerID]]);
+  });
+
   it('keeps two generations at most: the one it replaced lives until the next switch (a reader may still hold its meta)', async () => {
     const { p, deps } = await setUp(300);
     const first = await refreshFull(deps);
