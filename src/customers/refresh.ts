@@ -173,7 +173,7 @@ export async function refreshFull(input: RefreshDeps, fields: readonly string[] 
     }
     if (count < total) appendOnly = false;
     // Several pages are not read at one instant: the index is read to its end (below) before it is relied on.
-    await deps.index.commit(build, { builtAt, refreshedAt: pageCount > 1 ? READ_TO_END_FIRST : builtAt, total: Math.min(count, total), lastId: last ?? '', count, appendOnly });
+    await deps.index.commit(build, { builtAt, refreshedAt: appendOnly && pageCount > 1 ? READ_TO_END_FIRST : builtAt, total: Math.min(count, total), lastId: last ?? '', count, appendOnly });
   } catch (error) {
     await deps.index.abandon(build).catch(() => undefined);
     throw error;
