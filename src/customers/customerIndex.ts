@@ -144,6 +144,14 @@ end
 return #KEYS
 `;
 
+// Lua: what Redis kept of a delta's or build's count of writes (IndexWrites), the count taken away.
+const WRITES_KEPT_LUA = `
+local function writesKept(key)
+  local kept = tonumber(redis.call('GET', key) or '0')
+  redis.call('DEL', key)
+  return kept
+end`;
+
 // As ADD_SCRIPT, for a delta or a build: the customers written are counted in the same call.
 // KEYS: the count (IndexWrites), then one bucket per entry. ARGV: customers written, the count's expiry (ms),
 // then (digest, CustomerID) per bucket.
@@ -265,10 +273,8 @@ return 0
 // writes (the trust changed) moves the end but leaves the index to be read to its end again: what it read
 // says nothing of the creates whose index writes were lost after it began. Returns 1 when moved, 0 when the
 // end or the generation changed, -1 when writes were lost.
-const MOVE_END_SCRIPT = `
-local kept = tonumber(redis.call('GET', KEYS[2]) or '0')
-redis.call('DEL', KEYS[2])
-if kept ~= tonumber(ARGV[5]) then return -1 end
+const MOVE_END_SCRIPT = `${WRITES_KEPT_LUA}
+if writesKept(KEYS[2]) ~= tonumber(ARGV[5]) then return -1 end
 if redis.call('HGET', KEYS[1], 'gen') ~= ARGV[1] then return 0 end
 if (redis.call('HGET', KEYS[1], 'lastId') or '') ~= ARGV[6] then return 0 end
 local refreshedAt = ARGV[2]
@@ -282,9 +288,8 @@ return 1
 // Switches readers to a finished build, if Redis holds every customer it wrote.
 // KEYS: meta, the count of the build's writes. ARGV: customers written, then the meta's (field, value) pairs.
 // Returns what Redis kept of the count (switched in only when it is all of them).
-const COMMIT_SCRIPT = `
-local kept = tonumber(redis.call('GET', KEYS[2]) or '0')
-redis.call('DEL', KEYS[2])
+const COMMIT_SCRIPT = `${WRITES_KEPT_LUA}
+local kept = writesKept(KEYS[2])
 if kept ~= tonumber(ARGV[1]) then return kept end
 for i = 2, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 return kept
@@ -411,12 +416,22 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
    * `identity` is the digest of the identity each row claimed, which is
    * its customer's (the customer is made of the row's person).
    */
-  async function createdAll(rows: ReadonlyArray<{ customer: Customer; identity: Buffer; claimant: string }>): Promise<void> {
-    if (rows.length === 0) return;
+  /**
+   * Runs `write` with the meta kept, then, while it finds its generation
+   * replaced (it answers false, having written nothing), with the meta read
+   * afresh. Nothing to write when there is no index.
+   */
+  async function inCurrentGeneration(write: (current: IndexMeta) => Promise<boolean>): Promise<void> {
     for (let fresh = false; ; fresh = true) {
       const current = await meta({ fresh });
-      // No index: nothing to add, and the claims stay (with their rows' outcomes, they are what tells a later import).
-      if (!current) return;
+      if (!current || (await write(current))) return;
+    }
+  }
+
+  async function createdAll(rows: ReadonlyArray<{ customer: Customer; identity: Buffer; claimant: string }>): Promise<void> {
+    if (rows.length === 0) return;
+    // No index: nothing to add, and the claims stay (with their rows' outcomes, they are what tells a later import).
+    await inCurrentGeneration(async (current) => {
       const keys: string[] = [claimsKey, metaKey];
       const args: Array<Buffer | string> = [String(current.gen), String(rows.length)];
       for (const { identity, claimant } of rows) args.push(identity, claimant);
@@ -426,9 +441,9 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
           args.push(digest, customer.CustomerID);
         }
       }
-      // A generation switched in since the meta was kept: written again into the one readers use now.
-      if (Number(await createdScript.run(redis, keys, args)) >= 0) return;
-    }
+      // -1: a generation switched in since the meta was kept.
+      return Number(await createdScript.run(redis, keys, args)) >= 0;
+    });
   }
   // So do the index writes of creates answered in the same turn.
   const created = coalesce<{ customer: Customer; identity: Buffer; claimant: string }, void>(async (_key, rows) => {
@@ -494,17 +509,18 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
      * (READ_TO_END_FIRST): the creates answered while it was built wrote
      * into the generation it replaces and let their claims go, and those
      * after the listing's last read are in neither. (With no index before,
-     * their claims stay, and tell.)
+     * their claims stay, and tell.) Returns the `refreshedAt` it stored.
      */
-    async commit(build: IndexBuild, state: Pick<IndexMeta, 'builtAt' | 'refreshedAt' | 'total' | 'lastId' | 'count' | 'appendOnly'>): Promise<void> {
+    async commit(build: IndexBuild, state: Pick<IndexMeta, 'builtAt' | 'refreshedAt' | 'total' | 'lastId' | 'count' | 'appendOnly'>): Promise<number> {
       const previous = await meta({ fresh: true });
       const older = await redis.hmget(metaKey, 'prevGen', 'prevBuckets', 'prevFields');
+      const refreshedAt = state.appendOnly && previous ? READ_TO_END_FIRST : state.refreshedAt;
       const fields: Record<string, string> = {
         gen: String(build.gen),
         buckets: String(build.buckets),
         fields: JSON.stringify(build.fields),
         builtAt: String(state.builtAt),
-        refreshedAt: String(state.appendOnly && previous ? READ_TO_END_FIRST : state.refreshedAt),
+        refreshedAt: String(refreshedAt),
         total: String(state.total),
         lastId: state.lastId,
         count: String(state.count),
@@ -520,6 +536,7 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
       if (previous && previous.gen !== build.gen && olderGen && olderGen !== String(build.gen)) {
         await dropGeneration(redis, prefix, { gen: Number(olderGen), buckets: Number(olderBuckets), fields: parseFields(olderFields ?? undefined) });
       }
+      return refreshedAt;
     },
 
     /** Abandons a build (its listing failed): its keys go. */
@@ -554,9 +571,7 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
 
     /** Moves a customer's keys after subsync changed it (an update of names or email), in the generation current at that instant. */
     async replace(before: Customer, after: Customer): Promise<void> {
-      for (let fresh = false; ; fresh = true) {
-        const current = await meta({ fresh });
-        if (!current) return;
+      await inCurrentGeneration(async (current) => {
         const removed = keysOf(before, current.fields);
         const keys: string[] = [metaKey];
         const args: Array<Buffer | string> = [String(current.gen), String(removed.length)];
@@ -566,9 +581,9 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
             args.push(digest, customer.CustomerID);
           }
         }
-        // A generation switched in since the meta was kept: moved again in the one readers use now.
-        if (Number(await replaceScript.run(redis, keys, args)) >= 0) return;
-      }
+        // -1: a generation switched in since the meta was kept.
+        return Number(await replaceScript.run(redis, keys, args)) >= 0;
+      });
     },
 
     /**

@@ -146,6 +146,7 @@ export async function refreshFull(input: RefreshDeps, fields: readonly string[] 
   const build = await deps.index.beginBuild(total, [...DEFAULT_INDEXED_FIELDS, ...(previous?.fields ?? []), ...fields]);
   const pageCount = Math.ceil(total / SEARCH_PAGE_SIZE);
   let appendOnly = false;
+  let committedAt = 0;
   try {
     const pages = new Map<number, Customer[]>([[0, first.Customers]]);
     const take = async (index: number, customers: Customer[]): Promise<void> => {
@@ -173,7 +174,7 @@ export async function refreshFull(input: RefreshDeps, fields: readonly string[] 
     }
     if (count < total) appendOnly = false;
     // Several pages are not read at one instant: the index is read to its end (below) before it is relied on.
-    await deps.index.commit(build, { builtAt, refreshedAt: appendOnly && pageCount > 1 ? READ_TO_END_FIRST : builtAt, total: Math.min(count, total), lastId: last ?? '', count, appendOnly });
+    committedAt = await deps.index.commit(build, { builtAt, refreshedAt: appendOnly && pageCount > 1 ? READ_TO_END_FIRST : builtAt, total: Math.min(count, total), lastId: last ?? '', count, appendOnly });
   } catch (error) {
     await deps.index.abandon(build).catch(() => undefined);
     throw error;
@@ -181,7 +182,7 @@ export async function refreshFull(input: RefreshDeps, fields: readonly string[] 
   // The customers created while the listing was read (one page is read at one instant), and the creates answered
   // meanwhile when they wrote into a generation this one replaced (it is then switched in to be read to its end
   // first), are read now, into this one.
-  if (appendOnly && (await deps.index.meta({ fresh: true }))?.refreshedAt === READ_TO_END_FIRST) await refreshDelta(deps);
+  if (committedAt === READ_TO_END_FIRST) await refreshDelta(deps);
   const meta = await deps.index.meta({ fresh: true });
   return { kind: 'full', requests: requests(), read: meta?.count ?? 0, meta };
 }

@@ -87,6 +87,7 @@ export type Rollback = z.infer<typeof RollbackSchema>;
 
 /** What the rollback reads of a stored ledger entry (src/store/importStore.ts): every field kept, these read. */
 const StoredStateSchema = z.looseObject({ s: z.string(), j: z.string().nullable(), k: z.string().optional(), l: z.string().optional() });
+type StoredState = z.infer<typeof StoredStateSchema>;
 
 /** What a data dir remembers: the highest counter seen, of which Redis data set (its continuity marker, src/store/continuity.ts), and Redis's ids then. */
 const InstanceSchema = z.object({ id: z.string() });
@@ -229,8 +230,9 @@ export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatc
         const rows: string[] = [];
         const args: string[] = [];
         for (const [row, text] of read) {
-          const swapped = readBackEntry(text);
-          if (swapped === undefined || (await claimLives(text))) continue;
+          const entry = StoredStateSchema.parse(JSON.parse(text));
+          const swapped = readBackEntry(entry);
+          if (swapped === undefined || (await claimLives(entry))) continue;
           rows.push(row);
           args.push(row, text, swapped);
         }
@@ -250,8 +252,7 @@ export function createRollbackWatch(options: RollbackWatchOptions): RollbackWatc
   }
 
   /** Whether a sent row's claim is a live run's: it stays (its run holds its lock, and reads nothing stale); a dead one's goes. */
-  async function claimLives(text: string): Promise<boolean> {
-    const entry = StoredStateSchema.parse(JSON.parse(text));
+  async function claimLives(entry: StoredState): Promise<boolean> {
     return entry.s === 'sent' && entry.k !== undefined && entry.l !== undefined && (await redis.get(entry.l)) === entry.k;
   }
 
@@ -474,10 +475,9 @@ async function writeMemory(file: string, memory: Memory): Promise<void> {
 /**
  * A stored ledger entry in read-back mode: `sent` without a claim, the rest
  * kept as it is; undefined for a row with an outcome (or no job), which
- * stays as it is. Read as the scripts read it: its state, job and claim.
+ * stays as it is. The entry as the scripts read it: its state, job and claim.
  */
-function readBackEntry(text: string): string | undefined {
-  const entry = StoredStateSchema.parse(JSON.parse(text));
+function readBackEntry(entry: StoredState): string | undefined {
   if (entry.j === null || (entry.s !== 'pending' && entry.s !== 'sent')) return undefined;
   const { k: _k, l: _l, ...rest } = entry;
   return JSON.stringify({ ...rest, s: 'sent' });
