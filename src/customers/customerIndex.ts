@@ -105,11 +105,15 @@ export interface IndexWrites {
   written: number;
 }
 
-/** A generation being written by a full refresh; switched in by `commit`. */
-export interface IndexBuild extends IndexWrites {
+/** A generation a full refresh is about to list the customers for, its buckets not counted yet. */
+export interface OpenBuild {
   gen: number;
-  buckets: number;
   fields: string[];
+}
+
+/** A generation being written by a full refresh; switched in by `commit`. */
+export interface IndexBuild extends IndexWrites, OpenBuild {
+  buckets: number;
 }
 
 /** Thrown by `commit` when Redis no longer holds every customer the build wrote: the build is not switched in. */
@@ -164,30 +168,40 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return #KEYS - 1
 `;
 
-// Moves a customer's keys after an update, in the generation readers use now (as CREATED_SCRIPT, and for
-// the same reason). KEYS: meta, the buckets of the keys taken off (R of them), then those of the keys added.
-// ARGV: the generation the buckets are of, R, then (digest, CustomerID) per bucket. Takes the CustomerID off
-// each of the first R keys' lists, adds it to the others'. Returns -1 when the generation is no longer the
-// current one (nothing written).
-const REPLACE_SCRIPT = `${ADD_ID_LUA}
-if redis.call('HGET', KEYS[1], 'gen') ~= ARGV[1] then return -1 end
-local removals = tonumber(ARGV[2])
-for i = 2, #KEYS do
-  local field, id = ARGV[2 * i - 1], ARGV[2 * i]
-  if i <= removals + 1 then
-    local current = redis.call('HGET', KEYS[i], field)
-    if current then
-      local kept = {}
-      for each in string.gmatch(current, '[^,]+') do
-        if each ~= id then kept[#kept + 1] = each end
-      end
-      if #kept == 0 then redis.call('HDEL', KEYS[i], field) else redis.call('HSET', KEYS[i], field, table.concat(kept, ',')) end
-    end
-  else
-    addId(KEYS[i], field, id)
+// Lua: takes a CustomerID off a key's list in its bucket.
+const REMOVE_ID_LUA = `
+local function removeId(bucket, field, id)
+  local current = redis.call('HGET', bucket, field)
+  if not current then return end
+  local kept = {}
+  for each in string.gmatch(current, '[^,]+') do
+    if each ~= id then kept[#kept + 1] = each end
   end
+  if #kept == 0 then redis.call('HDEL', bucket, field) else redis.call('HSET', bucket, field, table.concat(kept, ',')) end
+end`;
+
+// Moves a customer's keys after an update, in the generation readers use now (as CREATED_SCRIPT, and for
+// the same reason), and, while a build lists the customers, keeps the same move for the build: the build may
+// have read the customer before the update, and writes its old keys. The build applies what was kept when it
+// is switched in (COMMIT_SCRIPT), after all its own writes.
+// KEYS: meta, the build under way, its moves (a list), then the current generation's buckets of the keys
+// taken off (R of them), then of those added. ARGV: the current generation ('' for none), the build's ('' for
+// none), R, then (digest, CustomerID) per bucket, then the build's moves: (op, kind, digest, CustomerID)
+// each, op '-' or '+' (the build's buckets are counted once its listing's first page is read: the commit
+// finds each key's). Returns -1 when either generation is not the one the caller saw (nothing written).
+const REPLACE_SCRIPT = `${ADD_ID_LUA}${REMOVE_ID_LUA}
+if (redis.call('HGET', KEYS[1], 'gen') or '') ~= ARGV[1] or (redis.call('HGET', KEYS[2], 'gen') or '') ~= ARGV[2] then return -1 end
+local removals = tonumber(ARGV[3])
+for i = 4, #KEYS do
+  local field, id = ARGV[2 * i - 4], ARGV[2 * i - 3]
+  if i <= removals + 3 then removeId(KEYS[i], field, id) else addId(KEYS[i], field, id) end
 end
-return #KEYS - 1
+local moves = 2 * (#KEYS - 3) + 4
+if ARGV[2] ~= '' and #ARGV >= moves then
+  for i = moves, #ARGV, 1000 do redis.call('RPUSH', KEYS[3], unpack(ARGV, i, math.min(i + 999, #ARGV))) end
+  redis.call('PEXPIRE', KEYS[3], ${WRITES_KEPT_MS})
+end
+return #KEYS - 3
 `;
 
 // Claims identities for rows about to create them. KEYS: claims. ARGV: (digest, claimant) per row.
@@ -285,14 +299,33 @@ redis.call('HINCRBY', KEYS[1], 'deltas', 1)
 return 1
 `;
 
-// Switches readers to a finished build, if Redis holds every customer it wrote.
-// KEYS: meta, the count of the build's writes. ARGV: customers written, then the meta's (field, value) pairs.
-// Returns what Redis kept of the count (switched in only when it is all of them).
-const COMMIT_SCRIPT = `${WRITES_KEPT_LUA}
+// Switches readers to a finished build, if Redis holds every customer it wrote; first the keys updates moved
+// while it listed the customers are moved in it too (REPLACE_SCRIPT kept them), in the order they were made.
+// A move's bucket is found as bucketKey finds it: the digest's first four bytes, big-endian, modulo the
+// buckets. KEYS: meta, the count of the build's writes, the build under way, the build's moves. ARGV:
+// customers written, the build's generation, its buckets, its keys' prefix (up to the kind), then the meta's
+// (field, value) pairs. Returns what Redis kept of the count (switched in only when it is all of them).
+const COMMIT_SCRIPT = `${WRITES_KEPT_LUA}${ADD_ID_LUA}${REMOVE_ID_LUA}
 local kept = writesKept(KEYS[2])
 if kept ~= tonumber(ARGV[1]) then return kept end
-for i = 2, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+local buckets = tonumber(ARGV[3])
+local moves = redis.call('LRANGE', KEYS[4], 0, -1)
+for i = 1, #moves, 4 do
+  local b1, b2, b3, b4 = string.byte(moves[i + 2], 1, 4)
+  local bucket = ARGV[4] .. moves[i + 1] .. ':' .. string.format('%d', (((b1 * 256 + b2) * 256 + b3) * 256 + b4) % buckets)
+  if moves[i] == '-' then removeId(bucket, moves[i + 2], moves[i + 3]) else addId(bucket, moves[i + 2], moves[i + 3]) end
+end
+redis.call('DEL', KEYS[4])
+if redis.call('HGET', KEYS[3], 'gen') == ARGV[2] then redis.call('DEL', KEYS[3]) end
+for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 return kept
+`;
+
+// Ends a build that is not switched in: what it kept goes. KEYS: the build under way, the build's moves. ARGV: the build's generation.
+const END_BUILD_SCRIPT = `
+redis.call('DEL', KEYS[2])
+if redis.call('HGET', KEYS[1], 'gen') == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 0
 `;
 
 // After Redis lost writes: an index with a meta is to be read to its end before it is relied on, and
@@ -308,6 +341,7 @@ const addScript = luaScript(ADD_SCRIPT);
 const addCountedScript = luaScript(ADD_COUNTED_SCRIPT);
 const moveEndScript = luaScript(MOVE_END_SCRIPT);
 const commitScript = luaScript(COMMIT_SCRIPT);
+const endBuildScript = luaScript(END_BUILD_SCRIPT);
 const distrustScript = luaScript(DISTRUST_SCRIPT);
 const replaceScript = luaScript(REPLACE_SCRIPT);
 const claimScript = luaScript(CLAIM_SCRIPT);
@@ -341,6 +375,9 @@ export type CustomerIndex = ReturnType<typeof createCustomerIndex>;
 export function createCustomerIndex(redis: RedisClient, prefix: string) {
   const metaKey = `${prefix}:cix`;
   const claimsKey = `${prefix}:cix:claims`;
+  // The build under way (its generation and fields), and the moves updates made meanwhile, kept for it.
+  const buildingKey = `${prefix}:cix:building`;
+  const movesKey = (gen: number): string => `${prefix}:cix:moves:${gen}`;
   const bucketKey = (gen: number, buckets: number, kind: KeyKind, digest: Buffer): string => `${prefix}:cix:${gen}:${kind}:${digest.readUInt32BE(0) % buckets}`;
 
   const writesKey = (): string => `${prefix}:cix:written:${randomBytes(8).toString('hex')}`;
@@ -486,15 +523,46 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
   }
   function forget(): void {
     cached = undefined;
+    cachedBuild = undefined;
+  }
+
+  // The build under way, kept as the meta is.
+  let cachedBuild: { at: number; build: Promise<OpenBuild | undefined> } | undefined;
+  function building(options: { fresh?: boolean } = {}): Promise<OpenBuild | undefined> {
+    const now = Date.now();
+    if (options.fresh || !cachedBuild || now - cachedBuild.at > META_CACHE_MS) {
+      const read = redis.hgetall(buildingKey).then((hash) => (hash.gen === undefined ? undefined : { gen: Number(hash.gen), fields: parseFields(hash.fields) }));
+      cachedBuild = { at: now, build: read };
+      read.catch(() => (cachedBuild = undefined));
+    }
+    return cachedBuild.build;
   }
 
   return {
     meta,
 
-    /** Starts a new generation sized for `expected` customers, indexing `fields` beside the identity. */
-    async beginBuild(expected: number, fields: readonly string[]): Promise<IndexBuild> {
+    /**
+     * Starts a new generation indexing `fields` beside the identity, before
+     * the listing's first page is read: from then on, an update's move of a
+     * customer's keys is kept for it (the build may read the customer before
+     * the update). `sized` gives it its buckets once the count is known.
+     */
+    async openBuild(fields: readonly string[]): Promise<OpenBuild> {
       const gen = await redis.hincrby(metaKey, 'nextGen', 1);
-      return { gen, buckets: bucketsFor(expected), fields: [...new Set(fields)], key: writesKey(), written: 0 };
+      const open: OpenBuild = { gen, fields: [...new Set(fields)] };
+      await redis.multi().hset(buildingKey, { gen: String(gen), fields: JSON.stringify(open.fields) }).pexpire(buildingKey, WRITES_KEPT_MS).exec();
+      forget();
+      return open;
+    },
+
+    /** The open build sized for `expected` customers, ready for its writes. */
+    sized(open: OpenBuild, expected: number): IndexBuild {
+      return { gen: open.gen, buckets: bucketsFor(expected), fields: open.fields, key: writesKey(), written: 0 };
+    },
+
+    /** Starts a new generation sized for `expected` customers, indexing `fields` beside the identity (openBuild, then sized). */
+    async beginBuild(expected: number, fields: readonly string[]): Promise<IndexBuild> {
+      return this.sized(await this.openBuild(fields), expected);
     },
 
     /** Writes customers read by a full refresh into its generation. */
@@ -528,7 +596,8 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
         deltas: '0',
         ...(previous && previous.gen !== build.gen ? { prevGen: String(previous.gen), prevBuckets: String(previous.buckets), prevFields: JSON.stringify(previous.fields) } : {}),
       };
-      const kept = Number(await commitScript.run(redis, [metaKey, build.key], [String(build.written), ...Object.entries(fields).flat()]));
+      const commitArgs = [String(build.written), String(build.gen), String(build.buckets), `${prefix}:cix:${build.gen}:`, ...Object.entries(fields).flat()];
+      const kept = Number(await commitScript.run(redis, [metaKey, build.key, buildingKey, movesKey(build.gen)], commitArgs));
       forget();
       if (kept !== build.written) throw new IndexWritesLostError(build.written, kept);
       // The generation before the one just replaced goes now; the one just replaced at the next switch.
@@ -539,8 +608,11 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
       return refreshedAt;
     },
 
-    /** Abandons a build (its listing failed): its keys go. */
-    async abandon(build: IndexBuild): Promise<void> {
+    /** Abandons a build (its listing failed, or it is not needed): its keys go. */
+    async abandon(build: IndexBuild | OpenBuild): Promise<void> {
+      await endBuildScript.run(redis, [buildingKey, movesKey(build.gen)], [String(build.gen)]);
+      forget();
+      if (!('buckets' in build)) return;
       await redis.del(build.key);
       await dropGeneration(redis, prefix, build);
     },
@@ -569,21 +641,35 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
       return reply === 1 ? 'moved' : reply === 0 ? 'changed' : 'lost';
     },
 
-    /** Moves a customer's keys after subsync changed it (an update of names or email), in the generation current at that instant. */
+    /**
+     * Moves a customer's keys after subsync changed it (an update of names
+     * or email), in the generation current at that instant; and, while a
+     * build lists the customers, kept for the build, which applies it when
+     * it is switched in (it may have read the customer before the update).
+     */
     async replace(before: Customer, after: Customer): Promise<void> {
-      await inCurrentGeneration(async (current) => {
-        const removed = keysOf(before, current.fields);
-        const keys: string[] = [metaKey];
-        const args: Array<Buffer | string> = [String(current.gen), String(removed.length)];
-        for (const [customer, kinds] of [[before, removed], [after, keysOf(after, current.fields)]] as const) {
-          for (const { kind, digest } of kinds) {
-            keys.push(bucketKey(current.gen, current.buckets, kind, digest));
-            args.push(digest, customer.CustomerID);
+      for (let fresh = false; ; fresh = true) {
+        const [current, build] = await Promise.all([meta({ fresh }), building({ fresh })]);
+        const keys: string[] = [metaKey, buildingKey, build ? movesKey(build.gen) : movesKey(0)];
+        const removed = current ? keysOf(before, current.fields) : [];
+        const args: Array<Buffer | string> = [current ? String(current.gen) : '', build ? String(build.gen) : '', String(removed.length)];
+        if (current) {
+          for (const [customer, kinds] of [[before, removed], [after, keysOf(after, current.fields)]] as const) {
+            for (const { kind, digest } of kinds) {
+              keys.push(bucketKey(current.gen, current.buckets, kind, digest));
+              args.push(digest, customer.CustomerID);
+            }
           }
         }
-        // -1: a generation switched in since the meta was kept.
-        return Number(await replaceScript.run(redis, keys, args)) >= 0;
-      });
+        if (build) {
+          for (const [op, customer] of [['-', before], ['+', after]] as const) {
+            for (const { kind, digest } of keysOf(customer, build.fields)) args.push(op, kind, digest, customer.CustomerID);
+          }
+        }
+        // Always asked, even with no index nor build seen: one may have begun since they were read. -1: one
+        // did, or a generation was switched in, since (nothing written); asked again with them read afresh.
+        if (Number(await replaceScript.run(redis, keys, args)) >= 0) return;
+      }
     },
 
     /**

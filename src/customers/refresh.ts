@@ -29,7 +29,7 @@ import type { Customer, SearchCustomersResponse } from '../api/schemas/index.js'
 import { compareIds } from './search.js';
 import { SEARCH_PAGE_SIZE } from '../policy.js';
 import type { RedisClient } from '../redis/redis.js';
-import { DEFAULT_INDEXED_FIELDS, READ_TO_END_FIRST, type CustomerIndex, type IndexMeta } from './customerIndex.js';
+import { DEFAULT_INDEXED_FIELDS, READ_TO_END_FIRST, type CustomerIndex, type IndexMeta, type OpenBuild } from './customerIndex.js';
 import { searchPage, type SearchDeps } from './search.js';
 
 /** Pages read at once by a full refresh, as the export does. */
@@ -132,18 +132,29 @@ async function readTail(deps: RefreshDeps, from: { total: number; lastId: string
   }
 }
 
+/** The fields a full build indexes beside the identity: the default ones, the index's, and `fields`. */
+const buildFields = (previous: IndexMeta | undefined, fields: readonly string[]): string[] => [...DEFAULT_INDEXED_FIELDS, ...(previous?.fields ?? []), ...fields];
+
 /**
  * Pages every customer into a new generation of the index and switches to
  * it. `fields` are indexed beside the identity (with those the index had).
  */
-export async function refreshFull(input: RefreshDeps, fields: readonly string[] = [], firstPage?: { page: SearchCustomersResponse; at: number }): Promise<RefreshOutcome> {
+export async function refreshFull(input: RefreshDeps, fields: readonly string[] = [], firstPage?: { page: SearchCustomersResponse; at: number; open: OpenBuild }): Promise<RefreshOutcome> {
   const { deps, requests } = counted(input);
   const now = deps.now ?? Date.now;
   const builtAt = firstPage?.at ?? now();
   const previous = await deps.index.meta();
-  const first = firstPage?.page ?? (await searchPage(deps, { contains: '', skip: 0, take: SEARCH_PAGE_SIZE }));
+  // Opened before the first page is read (by the caller, when it read that page): updates from then on are kept for the build.
+  const open = firstPage?.open ?? (await deps.index.openBuild(buildFields(previous, fields)));
+  let first: SearchCustomersResponse;
+  try {
+    first = firstPage?.page ?? (await searchPage(deps, { contains: '', skip: 0, take: SEARCH_PAGE_SIZE }));
+  } catch (error) {
+    await deps.index.abandon(open).catch(() => undefined);
+    throw error;
+  }
   const total = first.TotalItemCount;
-  const build = await deps.index.beginBuild(total, [...DEFAULT_INDEXED_FIELDS, ...(previous?.fields ?? []), ...fields]);
+  const build = deps.index.sized(open, total);
   const pageCount = Math.ceil(total / SEARCH_PAGE_SIZE);
   let appendOnly = false;
   let committedAt = 0;
@@ -231,9 +242,20 @@ export async function buildIfCheaper(deps: RefreshDeps, rows: number): Promise<I
     if ((await deps.redis.set(lockKey, token, 'PX', BUILD_LOCK_MS, 'NX')) === 'OK') {
       try {
         const at = (deps.now ?? Date.now)();
-        const page = await searchPage(deps, { contains: '', skip: 0, take: SEARCH_PAGE_SIZE });
-        if (Math.ceil(page.TotalItemCount / SEARCH_PAGE_SIZE) > rows) return undefined;
-        return (await refreshFull(deps, [], { page, at })).meta;
+        const open = await deps.index.openBuild(buildFields(meta, []));
+        let page: SearchCustomersResponse;
+        try {
+          page = await searchPage(deps, { contains: '', skip: 0, take: SEARCH_PAGE_SIZE });
+        } catch (error) {
+          await deps.index.abandon(open).catch(() => undefined);
+          throw error;
+        }
+        if (Math.ceil(page.TotalItemCount / SEARCH_PAGE_SIZE) > rows) {
+          // Left, it would only keep updates' moves for a build that never comes, until it expires.
+          await deps.index.abandon(open).catch(() => undefined);
+          return undefined;
+        }
+        return (await refreshFull(deps, [], { page, at, open })).meta;
       } finally {
         if ((await deps.redis.get(lockKey)) === token) await deps.redis.del(lockKey);
       }

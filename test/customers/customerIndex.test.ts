@@ -325,6 +325,60 @@ describe('the customer index', () => {
     expect(await p.runtime.customers.lookup(rebuilt, 'EmailAddress', [fieldKey('EmailAddress', customer.EmailAddress), fieldKey('EmailAddress', renamed.EmailAddress)])).toEqual([[], [customer.CustomerID]]);
   });
 
+  it("a customer renamed by an update while a build lists the customers is found by its new keys in the build, not its old ones", async () => {
+    const { p, deps } = await setUp(250);
+    await refreshFull(deps);
+    const [first, second, third] = p.sandbox.store.customers();
+    if (!first || !second || !third) throw new Error('no customers');
+    // Another process, which saw no build under way a moment before this one began (its view is kept 250 ms).
+    const other = createCustomerIndex(p.runtime.redis, p.prefix);
+    await other.replace(third, third);
+    const renamed = { ...first, LastName: 'Renamed', EmailAddress: 'renamed@example.com' };
+    const renamedTwice = { ...second, LastName: 'Once', EmailAddress: 'once@example.com' };
+    const twice = { ...renamedTwice, LastName: 'Twice', EmailAddress: 'twice@example.com' };
+    let searches = 0;
+    const rebuilt = await refreshFull(
+      searchingThrough(deps, async (search) => {
+        const page = await search();
+        searches++;
+        // Right after the first page is read, before the build knows its size; and once every page is read.
+        if (searches === 1) await other.replace(first, renamed);
+        if (searches === 3) {
+          await p.runtime.customers.replace(second, renamedTwice);
+          await other.replace(renamedTwice, twice);
+        }
+        return page;
+      }),
+    );
+    const meta = await p.runtime.customers.meta({ fresh: true });
+    if (!meta || !rebuilt.meta) throw new Error('no index');
+    expect(meta.gen).toBe(rebuilt.meta.gen);
+    expect(await p.runtime.customers.lookup(meta, 'i', [first, renamed, second, renamedTwice, twice].map(identityKey))).toEqual([[], [first.CustomerID], [], [], [second.CustomerID]]);
+    expect(await p.runtime.customers.lookup(meta, 'EmailAddress', [first, renamed, twice].map((c) => fieldKey('EmailAddress', c.EmailAddress)))).toEqual([[], [first.CustomerID], [second.CustomerID]]);
+    // What was kept for the build is gone with it; an update now moves keys in the index alone.
+    expect(await p.runtime.redis.keys(`${p.prefix}:cix:moves:*`)).toEqual([]);
+    expect(await p.runtime.redis.exists(`${p.prefix}:cix:building`)).toBe(0);
+  });
+
+  it('a build not switched in leaves nothing kept for it, and updates no longer keep their moves', async () => {
+    const { p, deps } = await setUp(250);
+    await refreshFull(deps);
+    const [first] = p.sandbox.store.customers();
+    if (!first) throw new Error('no customers');
+    let searches = 0;
+    // One attempt a page: the failure is the listing's.
+    const failing = searchingThrough({ ...deps, attempts: 1 }, async (search) => {
+      if (++searches === 2) {
+        await p.runtime.customers.replace(first, { ...first, LastName: 'Meanwhile' });
+        throw new Error('the listing failed');
+      }
+      return search();
+    });
+    await expect(refreshFull(failing)).rejects.toThrow(/listing failed/);
+    expect(await p.runtime.redis.keys(`${p.prefix}:cix:moves:*`)).toEqual([]);
+    expect(await p.runtime.redis.exists(`${p.prefix}:cix:building`)).toBe(0);
+  });
+
   it('keeps two generations at most: the one it replaced lives until the next switch (a reader may still hold its meta)', async () => {
     const { p, deps } = await setUp(300);
     const first = await refreshFull(deps);
