@@ -180,17 +180,26 @@ local function removeId(bucket, field, id)
   if #kept == 0 then redis.call('HDEL', bucket, field) else redis.call('HSET', bucket, field, table.concat(kept, ',')) end
 end`;
 
+// Lua: the builds under way (their generations, ascending, comma-separated), and the ones given.
+const OPEN_BUILDS_LUA = `
+local function openBuilds(key)
+  local gens = redis.call('HKEYS', key)
+  table.sort(gens, function(a, b) return tonumber(a) < tonumber(b) end)
+  return table.concat(gens, ',')
+end`;
+
 // Moves a customer's keys after an update, in the generation readers use now (as CREATED_SCRIPT, and for
-// the same reason), and, while a build lists the customers, keeps the same move for the build: the build may
-// have read the customer before the update, and writes its old keys. The build applies what was kept when it
-// is switched in (COMMIT_SCRIPT), after all its own writes.
-// KEYS: meta, the build under way, its moves (a list), then the current generation's buckets of the keys
-// taken off (R of them), then of those added. ARGV: the current generation ('' for none), the build's ('' for
-// none), R, then (digest, CustomerID) per bucket, then the build's moves: (op, kind, digest, CustomerID)
-// each, op '-' or '+' (the build's buckets are counted once its listing's first page is read: the commit
-// finds each key's). Returns -1 when either generation is not the one the caller saw (nothing written).
-const REPLACE_SCRIPT = `${ADD_ID_LUA}${REMOVE_ID_LUA}
-if (redis.call('HGET', KEYS[1], 'gen') or '') ~= ARGV[1] or (redis.call('HGET', KEYS[2], 'gen') or '') ~= ARGV[2] then return -1 end
+// the same reason), and, while builds list the customers, keeps the same move for them: a build may have read
+// the customer before the update, and writes its old keys. Each build applies what was kept from its opening
+// on when it is switched in (COMMIT_SCRIPT), after all its own writes.
+// KEYS: meta, the builds under way, the moves kept for them (one list), then the current generation's buckets
+// of the keys taken off (R of them), then of those added. ARGV: the current generation ('' for none), the
+// builds' (as openBuilds gives them, '' for none), R, then (digest, CustomerID) per bucket, then the moves:
+// (op, kind, digest, CustomerID) each, op '-' or '+', the kinds of every build (a build's buckets are counted
+// once its listing's first page is read: the commit finds each key's). Returns -1 when the current
+// generation or the builds are not those the caller saw (nothing written).
+const REPLACE_SCRIPT = `${ADD_ID_LUA}${REMOVE_ID_LUA}${OPEN_BUILDS_LUA}
+if (redis.call('HGET', KEYS[1], 'gen') or '') ~= ARGV[1] or openBuilds(KEYS[2]) ~= ARGV[2] then return -1 end
 local removals = tonumber(ARGV[3])
 for i = 4, #KEYS do
   local field, id = ARGV[2 * i - 4], ARGV[2 * i - 3]
@@ -299,32 +308,51 @@ redis.call('HINCRBY', KEYS[1], 'deltas', 1)
 return 1
 `;
 
+// Opens a build: from now on updates keep their moves for it. Its place in the moves list is where the list
+// ends now. KEYS: the builds under way (generation -> 'place|fields JSON'), the moves. ARGV: the generation,
+// its fields (JSON), the expiry (ms).
+const OPEN_BUILD_SCRIPT = `
+redis.call('HSET', KEYS[1], ARGV[1], redis.call('LLEN', KEYS[2]) .. '|' .. ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 0
+`;
+
+// Lua: a build ends (switched in, or not): it is under way no more, and the moves go once no build is.
+const END_BUILD_LUA = `
+local function endBuild(builds, moves, gen)
+  redis.call('HDEL', builds, gen)
+  if redis.call('HLEN', builds) == 0 then redis.call('DEL', moves) end
+end`;
+
 // Switches readers to a finished build, if Redis holds every customer it wrote; first the keys updates moved
-// while it listed the customers are moved in it too (REPLACE_SCRIPT kept them), in the order they were made.
-// A move's bucket is found as bucketKey finds it: the digest's first four bytes, big-endian, modulo the
-// buckets. KEYS: meta, the count of the build's writes, the build under way, the build's moves. ARGV:
-// customers written, the build's generation, its buckets, its keys' prefix (up to the kind), then the meta's
-// (field, value) pairs. Returns what Redis kept of the count (switched in only when it is all of them).
-const COMMIT_SCRIPT = `${WRITES_KEPT_LUA}${ADD_ID_LUA}${REMOVE_ID_LUA}
+// while it listed the customers are moved in it too (REPLACE_SCRIPT kept them from its opening on), in the
+// order they were made, those of its kinds. A move's bucket is found as bucketKey finds it: the digest's
+// first four bytes, big-endian, modulo the buckets. KEYS: meta, the count of the build's writes, the builds
+// under way, the moves. ARGV: customers written, the build's generation, its buckets, its keys' prefix (up
+// to the kind), its kinds (',i,EmailAddress,'), then the meta's (field, value) pairs. Returns what Redis kept
+// of the count (switched in only when it is all of them).
+const COMMIT_SCRIPT = `${WRITES_KEPT_LUA}${ADD_ID_LUA}${REMOVE_ID_LUA}${END_BUILD_LUA}
 local kept = writesKept(KEYS[2])
 if kept ~= tonumber(ARGV[1]) then return kept end
 local buckets = tonumber(ARGV[3])
-local moves = redis.call('LRANGE', KEYS[4], 0, -1)
+-- From its place in the list; a build whose place is gone (expired) takes every move kept.
+local place = string.match(redis.call('HGET', KEYS[3], ARGV[2]) or '', '^(%d+)|')
+local moves = redis.call('LRANGE', KEYS[4], tonumber(place or '0'), -1)
 for i = 1, #moves, 4 do
-  local b1, b2, b3, b4 = string.byte(moves[i + 2], 1, 4)
-  local bucket = ARGV[4] .. moves[i + 1] .. ':' .. string.format('%d', (((b1 * 256 + b2) * 256 + b3) * 256 + b4) % buckets)
-  if moves[i] == '-' then removeId(bucket, moves[i + 2], moves[i + 3]) else addId(bucket, moves[i + 2], moves[i + 3]) end
+  if string.find(ARGV[5], ',' .. moves[i + 1] .. ',', 1, true) then
+    local b1, b2, b3, b4 = string.byte(moves[i + 2], 1, 4)
+    local bucket = ARGV[4] .. moves[i + 1] .. ':' .. string.format('%d', (((b1 * 256 + b2) * 256 + b3) * 256 + b4) % buckets)
+    if moves[i] == '-' then removeId(bucket, moves[i + 2], moves[i + 3]) else addId(bucket, moves[i + 2], moves[i + 3]) end
+  end
 end
-redis.call('DEL', KEYS[4])
-if redis.call('HGET', KEYS[3], 'gen') == ARGV[2] then redis.call('DEL', KEYS[3]) end
-for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+endBuild(KEYS[3], KEYS[4], ARGV[2])
+for i = 6, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 return kept
 `;
 
-// Ends a build that is not switched in: what it kept goes. KEYS: the build under way, the build's moves. ARGV: the build's generation.
-const END_BUILD_SCRIPT = `
-redis.call('DEL', KEYS[2])
-if redis.call('HGET', KEYS[1], 'gen') == ARGV[1] then redis.call('DEL', KEYS[1]) end
+// Ends a build that is not switched in (see endBuild). KEYS: the builds under way, the moves. ARGV: the build's generation.
+const END_BUILD_SCRIPT = `${END_BUILD_LUA}
+endBuild(KEYS[1], KEYS[2], ARGV[1])
 return 0
 `;
 
@@ -342,6 +370,7 @@ const addCountedScript = luaScript(ADD_COUNTED_SCRIPT);
 const moveEndScript = luaScript(MOVE_END_SCRIPT);
 const commitScript = luaScript(COMMIT_SCRIPT);
 const endBuildScript = luaScript(END_BUILD_SCRIPT);
+const openBuildScript = luaScript(OPEN_BUILD_SCRIPT);
 const distrustScript = luaScript(DISTRUST_SCRIPT);
 const replaceScript = luaScript(REPLACE_SCRIPT);
 const claimScript = luaScript(CLAIM_SCRIPT);
@@ -375,9 +404,9 @@ export type CustomerIndex = ReturnType<typeof createCustomerIndex>;
 export function createCustomerIndex(redis: RedisClient, prefix: string) {
   const metaKey = `${prefix}:cix`;
   const claimsKey = `${prefix}:cix:claims`;
-  // The build under way (its generation and fields), and the moves updates made meanwhile, kept for it.
+  // The builds under way (generation -> where their moves begin), and the moves updates made meanwhile, kept for them.
   const buildingKey = `${prefix}:cix:building`;
-  const movesKey = (gen: number): string => `${prefix}:cix:moves:${gen}`;
+  const movesKey = `${prefix}:cix:moves`;
   const bucketKey = (gen: number, buckets: number, kind: KeyKind, digest: Buffer): string => `${prefix}:cix:${gen}:${kind}:${digest.readUInt32BE(0) % buckets}`;
 
   const writesKey = (): string => `${prefix}:cix:written:${randomBytes(8).toString('hex')}`;
@@ -526,16 +555,20 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
     cachedBuild = undefined;
   }
 
-  // The build under way, kept as the meta is.
-  let cachedBuild: { at: number; build: Promise<OpenBuild | undefined> } | undefined;
-  function building(options: { fresh?: boolean } = {}): Promise<OpenBuild | undefined> {
+  // The builds under way (ascending), kept as the meta is.
+  let cachedBuild: { at: number; builds: Promise<OpenBuild[]> } | undefined;
+  function building(options: { fresh?: boolean } = {}): Promise<OpenBuild[]> {
     const now = Date.now();
     if (options.fresh || !cachedBuild || now - cachedBuild.at > META_CACHE_MS) {
-      const read = redis.hgetall(buildingKey).then((hash) => (hash.gen === undefined ? undefined : { gen: Number(hash.gen), fields: parseFields(hash.fields) }));
-      cachedBuild = { at: now, build: read };
+      const read = redis.hgetall(buildingKey).then((hash) =>
+        Object.entries(hash)
+          .map(([gen, value]) => ({ gen: Number(gen), fields: parseFields(value.slice(value.indexOf('|') + 1)) }))
+          .sort((a, b) => a.gen - b.gen),
+      );
+      cachedBuild = { at: now, builds: read };
       read.catch(() => (cachedBuild = undefined));
     }
-    return cachedBuild.build;
+    return cachedBuild.builds;
   }
 
   return {
@@ -550,7 +583,7 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
     async openBuild(fields: readonly string[]): Promise<OpenBuild> {
       const gen = await redis.hincrby(metaKey, 'nextGen', 1);
       const open: OpenBuild = { gen, fields: [...new Set(fields)] };
-      await redis.multi().hset(buildingKey, { gen: String(gen), fields: JSON.stringify(open.fields) }).pexpire(buildingKey, WRITES_KEPT_MS).exec();
+      await openBuildScript.run(redis, [buildingKey, movesKey], [String(gen), JSON.stringify(open.fields), String(WRITES_KEPT_MS)]);
       forget();
       return open;
     },
@@ -596,8 +629,9 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
         deltas: '0',
         ...(previous && previous.gen !== build.gen ? { prevGen: String(previous.gen), prevBuckets: String(previous.buckets), prevFields: JSON.stringify(previous.fields) } : {}),
       };
-      const commitArgs = [String(build.written), String(build.gen), String(build.buckets), `${prefix}:cix:${build.gen}:`, ...Object.entries(fields).flat()];
-      const kept = Number(await commitScript.run(redis, [metaKey, build.key, buildingKey, movesKey(build.gen)], commitArgs));
+      const kinds = `,${['i', ...build.fields].join(',')},`;
+      const commitArgs = [String(build.written), String(build.gen), String(build.buckets), `${prefix}:cix:${build.gen}:`, kinds, ...Object.entries(fields).flat()];
+      const kept = Number(await commitScript.run(redis, [metaKey, build.key, buildingKey, movesKey], commitArgs));
       forget();
       if (kept !== build.written) throw new IndexWritesLostError(build.written, kept);
       // The generation before the one just replaced goes now; the one just replaced at the next switch.
@@ -610,7 +644,7 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
 
     /** Abandons a build (its listing failed, or it is not needed): its keys go. */
     async abandon(build: IndexBuild | OpenBuild): Promise<void> {
-      await endBuildScript.run(redis, [buildingKey, movesKey(build.gen)], [String(build.gen)]);
+      await endBuildScript.run(redis, [buildingKey, movesKey], [String(build.gen)]);
       forget();
       if (!('buckets' in build)) return;
       await redis.del(build.key);
@@ -649,10 +683,10 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
      */
     async replace(before: Customer, after: Customer): Promise<void> {
       for (let fresh = false; ; fresh = true) {
-        const [current, build] = await Promise.all([meta({ fresh }), building({ fresh })]);
-        const keys: string[] = [metaKey, buildingKey, build ? movesKey(build.gen) : movesKey(0)];
+        const [current, builds] = await Promise.all([meta({ fresh }), building({ fresh })]);
+        const keys: string[] = [metaKey, buildingKey, movesKey];
         const removed = current ? keysOf(before, current.fields) : [];
-        const args: Array<Buffer | string> = [current ? String(current.gen) : '', build ? String(build.gen) : '', String(removed.length)];
+        const args: Array<Buffer | string> = [current ? String(current.gen) : '', builds.map((b) => b.gen).join(','), String(removed.length)];
         if (current) {
           for (const [customer, kinds] of [[before, removed], [after, keysOf(after, current.fields)]] as const) {
             for (const { kind, digest } of kinds) {
@@ -661,9 +695,11 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
             }
           }
         }
-        if (build) {
+        if (builds.length > 0) {
+          // The kinds of every build under way: each applies those it indexes.
+          const fields = [...new Set(builds.flatMap((b) => b.fields))];
           for (const [op, customer] of [['-', before], ['+', after]] as const) {
-            for (const { kind, digest } of keysOf(customer, build.fields)) args.push(op, kind, digest, customer.CustomerID);
+            for (const { kind, digest } of keysOf(customer, fields)) args.push(op, kind, digest, customer.CustomerID);
           }
         }
         // Always asked, even with no index nor build seen: one may have begun since they were read. -1: one
