@@ -675,6 +675,12 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
       return reply === 1 ? 'moved' : reply === 0 ? 'changed' : 'lost';
     },
 
+    /** The fields keyed beside the identity by the index readers use and by the builds under way: an update that changes one moves keys. */
+    async keyedFields(): Promise<string[]> {
+      const [current, builds] = await Promise.all([meta(), building()]);
+      return [...new Set([...(current?.fields ?? []), ...builds.flatMap((b) => b.fields)])];
+    },
+
     /**
      * Moves a customer's keys after subsync changed it (an update of names
      * or email), in the generation current at that instant; and, while a

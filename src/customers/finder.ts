@@ -177,7 +177,8 @@ export function createCustomerFinder(deps: { redis: RedisClient; prefix: string;
     },
 
     async updated(before, after) {
-      if (identityKey(before) !== identityKey(after) || (await deps.index.meta())?.fields.some((f) => before[f as keyof Customer] !== after[f as keyof Customer])) {
+      // A field a build under way keys counts too: the build may have read the customer before this update.
+      if (identityKey(before) !== identityKey(after) || (await deps.index.keyedFields()).some((f) => before[f as keyof Customer] !== after[f as keyof Customer])) {
         await deps.index.replace(before, after);
       }
     },

@@ -3,6 +3,7 @@ import { createApiClient, type ApiClient } from '../../src/api/client.js';
 import { digestOf, fieldKey, identityKey } from '../../src/customers/identity.js';
 import { currentIndex, refreshDelta, refreshFull, type RefreshDeps } from '../../src/customers/refresh.js';
 import { createCustomerIndex, IndexWritesLostError, READ_TO_END_FIRST, type IndexMeta } from '../../src/customers/customerIndex.js';
+import { createCustomerFinder } from '../../src/customers/finder.js';
 import { indexReport } from '../../src/customers/report.js';
 import type { Customer } from '../../src/api/schemas/index.js';
 import { customerInput } from '../support/bodies.js';
@@ -358,6 +359,24 @@ describe('the customer index', () => {
     expect(await p.runtime.customers.lookup(meta, 'EmailAddress', [first, renamed, twice].map((c) => fieldKey('EmailAddress', c.EmailAddress)))).toEqual([[], [first.CustomerID], [second.CustomerID]]);
     // What was kept for the build is gone with it; an update now moves keys in the index alone.
     expect(await p.runtime.redis.exists(`${p.prefix}:cix:moves`, `${p.prefix}:cix:building`)).toBe(0);
+  });
+
+  it("an update that changes only a field a build under way keys (not the index's) moves that key in the build", async () => {
+    const { p, deps } = await setUp(250);
+    await refreshFull(deps);
+    const index = p.runtime.customers;
+    const finder = createCustomerFinder({ redis: p.runtime.redis, prefix: p.prefix, index, refresh: deps });
+    const [first] = p.sandbox.store.customers();
+    if (!first) throw new Error('no customers');
+    // An upsert's scan by MobileNumber has read every customer and is still going; the index readers use keys no MobileNumber.
+    const scan = await index.beginBuild(250, ['EmailAddress', 'MobileNumber']);
+    await index.addToBuild(scan, p.sandbox.store.customers());
+    const moved = { ...first, MobileNumber: '+447700900456' };
+    await finder.updated(first, moved);
+    await index.commit(scan, { builtAt: Date.now(), refreshedAt: Date.now(), total: 255, lastId: '100255', count: scan.written, appendOnly: true });
+    const meta = await index.meta({ fresh: true });
+    if (!meta) throw new Error('no index');
+    expect(await index.lookup(meta, 'MobileNumber', [fieldKey('MobileNumber', moved.MobileNumber)])).toEqual([[first.CustomerID]]);
   });
 
   it('a build not switched in leaves nothing kept for it, and updates no longer keep their moves', async () => {
