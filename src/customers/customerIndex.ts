@@ -180,7 +180,7 @@ local function removeId(bucket, field, id)
   if #kept == 0 then redis.call('HDEL', bucket, field) else redis.call('HSET', bucket, field, table.concat(kept, ',')) end
 end`;
 
-// Lua: the builds under way (their generations, ascending, comma-separated), and the ones given.
+// Lua: the builds under way: their generations, ascending, comma-separated.
 const OPEN_BUILDS_LUA = `
 local function openBuilds(key)
   local gens = redis.call('HKEYS', key)
