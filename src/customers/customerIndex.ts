@@ -539,36 +539,18 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
   // Every create and read-back asks for the meta: it is kept here for a moment (META_CACHE_MS). A
   // generation outlives its replacement's switch by one more build, so a reader that still holds the
   // meta of the one before finds its keys; the index's own writes read it afresh.
-  let cached: { at: number; meta: Promise<IndexMeta | undefined> } | undefined;
-  function meta(options: { fresh?: boolean } = {}): Promise<IndexMeta | undefined> {
-    const now = Date.now();
-    if (options.fresh || !cached || now - cached.at > META_CACHE_MS) {
-      const read = readMeta();
-      cached = { at: now, meta: read };
-      // No index is never kept: another process may be building one this moment.
-      read.then((m) => m ?? forget(), forget);
-    }
-    return cached.meta;
-  }
-  function forget(): void {
-    cached = undefined;
-    cachedBuild = undefined;
-  }
-
+  const keptMeta = keptAWhile(readMeta, (m) => m !== undefined);
+  const meta = keptMeta.get;
   // The builds under way (ascending), kept as the meta is.
-  let cachedBuild: { at: number; builds: Promise<OpenBuild[]> } | undefined;
-  function building(options: { fresh?: boolean } = {}): Promise<OpenBuild[]> {
-    const now = Date.now();
-    if (options.fresh || !cachedBuild || now - cachedBuild.at > META_CACHE_MS) {
-      const read = redis.hgetall(buildingKey).then((hash) =>
-        Object.entries(hash)
-          .map(([gen, value]) => ({ gen: Number(gen), fields: parseFields(value.slice(value.indexOf('|') + 1)) }))
-          .sort((a, b) => a.gen - b.gen),
-      );
-      cachedBuild = { at: now, builds: read };
-      read.catch(() => (cachedBuild = undefined));
-    }
-    return cachedBuild.builds;
+  const keptBuilds = keptAWhile(async (): Promise<OpenBuild[]> =>
+    Object.entries(await redis.hgetall(buildingKey))
+      .map(([gen, value]) => ({ gen: Number(gen), fields: parseFields(value.slice(value.indexOf('|') + 1)) }))
+      .sort((a, b) => a.gen - b.gen),
+  );
+  const building = keptBuilds.get;
+  function forget(): void {
+    keptMeta.forget();
+    keptBuilds.forget();
   }
 
   return {
@@ -823,6 +805,30 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
       }
       return { bytes, keys };
     },
+  };
+}
+
+/**
+ * `read`'s answer kept for META_CACHE_MS, asked afresh with `fresh`. An
+ * answer `keep` refuses (no index is never kept: another process may be
+ * building one this moment) or a failed read is forgotten at once.
+ */
+function keptAWhile<T>(read: () => Promise<T>, keep: (value: T) => boolean = () => true): { get(options?: { fresh?: boolean }): Promise<T>; forget(): void } {
+  let kept: { at: number; value: Promise<T> } | undefined;
+  const forget = (): void => {
+    kept = undefined;
+  };
+  return {
+    get(options = {}) {
+      const now = Date.now();
+      if (options.fresh || !kept || now - kept.at > META_CACHE_MS) {
+        const value = read();
+        kept = { at: now, value };
+        value.then((v) => (keep(v) ? undefined : forget()), forget);
+      }
+      return kept.value;
+    },
+    forget,
   };
 }
 

@@ -132,6 +132,20 @@ async function readTail(deps: RefreshDeps, from: { total: number; lastId: string
   }
 }
 
+/**
+ * Opens a build, then reads the listing's first page: opened first, so
+ * updates from before that read are kept for it. A failed read abandons it.
+ */
+async function openWithFirstPage(deps: RefreshDeps, fields: readonly string[]): Promise<{ open: OpenBuild; page: SearchCustomersResponse }> {
+  const open = await deps.index.openBuild(fields);
+  try {
+    return { open, page: await searchPage(deps, { contains: '', skip: 0, take: SEARCH_PAGE_SIZE }) };
+  } catch (error) {
+    await deps.index.abandon(open).catch(() => undefined);
+    throw error;
+  }
+}
+
 /** The fields a full build indexes beside the identity: the default ones, the index's, and `fields`. */
 const buildFields = (previous: IndexMeta | undefined, fields: readonly string[]): string[] => [...DEFAULT_INDEXED_FIELDS, ...(previous?.fields ?? []), ...fields];
 
@@ -144,15 +158,7 @@ export async function refreshFull(input: RefreshDeps, fields: readonly string[] 
   const now = deps.now ?? Date.now;
   const builtAt = firstPage?.at ?? now();
   const previous = await deps.index.meta();
-  // Opened before the first page is read (by the caller, when it read that page): updates from then on are kept for the build.
-  const open = firstPage?.open ?? (await deps.index.openBuild(buildFields(previous, fields)));
-  let first: SearchCustomersResponse;
-  try {
-    first = firstPage?.page ?? (await searchPage(deps, { contains: '', skip: 0, take: SEARCH_PAGE_SIZE }));
-  } catch (error) {
-    await deps.index.abandon(open).catch(() => undefined);
-    throw error;
-  }
+  const { open, page: first } = firstPage ?? (await openWithFirstPage(deps, buildFields(previous, fields)));
   const total = first.TotalItemCount;
   const build = deps.index.sized(open, total);
   const pageCount = Math.ceil(total / SEARCH_PAGE_SIZE);
@@ -242,14 +248,7 @@ export async function buildIfCheaper(deps: RefreshDeps, rows: number): Promise<I
     if ((await deps.redis.set(lockKey, token, 'PX', BUILD_LOCK_MS, 'NX')) === 'OK') {
       try {
         const at = (deps.now ?? Date.now)();
-        const open = await deps.index.openBuild(buildFields(meta, []));
-        let page: SearchCustomersResponse;
-        try {
-          page = await searchPage(deps, { contains: '', skip: 0, take: SEARCH_PAGE_SIZE });
-        } catch (error) {
-          await deps.index.abandon(open).catch(() => undefined);
-          throw error;
-        }
+        const { open, page } = await openWithFirstPage(deps, buildFields(meta, []));
         if (Math.ceil(page.TotalItemCount / SEARCH_PAGE_SIZE) > rows) {
           // Left, it would only keep updates' moves for a build that never comes, until it expires.
           await deps.index.abandon(open).catch(() => undefined);
