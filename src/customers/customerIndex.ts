@@ -35,6 +35,7 @@ import type { RedisClient } from '../redis/redis.js';
 import { luaScript } from '../redis/script.js';
 import type { Customer } from '../api/schemas/index.js';
 import { digestOf, fieldKey, freshDigestOf, identityKey } from './identity.js';
+import { sortableId } from './search.js';
 import { coalesce } from '../redis/coalesce.js';
 import { SubsyncError } from '../errors.js';
 
@@ -126,6 +127,13 @@ export class IndexWritesLostError extends SubsyncError {
 
 /** How long the count of a delta's or build's writes is kept when nothing ends it (its process died). */
 const WRITES_KEPT_MS = 24 * 3_600_000;
+
+/**
+ * The most of its own creates past its end a generation keeps (about 60
+ * bytes each in Redis): past that, a delta reads every page, as it would
+ * without them. Deltas every 15-30 s while imports run keep far fewer.
+ */
+const OWN_CREATES_KEPT_MAX = 100_000;
 
 // Lua: adds a CustomerID to a key's comma-separated list in its bucket, unless it is there. A key
 // new to the index (every create's, nearly every build's) is one HSETNX, not a read and a write.
@@ -255,21 +263,28 @@ return reply
 // After creates: the customers' keys added to the index (as ADD_SCRIPT), and the creating rows'
 // claims released (as RELEASE_SCRIPT), only into the generation readers use now: written into one a
 // build has just replaced (a meta kept from before the switch), they would be in no index while their
-// claims are gone. KEYS: claims, meta, then one bucket per key added. ARGV: the generation the buckets
-// are of, the number of claims R, R × (digest, claimant), then (digest, CustomerID) per bucket.
+// claims are gone. The customers' IDs (sortableId) go into the generation's set of its own creates, in
+// the same call as their keys, unless the set is full (a delta then reads every page).
+// KEYS: claims, meta, own creates, then one bucket per key added. ARGV: the generation the buckets
+// are of, the number of claims R, the number of IDs C, R × (digest, claimant), C IDs, then
+// (digest, CustomerID) per bucket.
 // Returns -1 when that generation is no longer the current one (nothing written, the claims kept).
 const CREATED_SCRIPT = `${ADD_ID_LUA}
 if redis.call('HGET', KEYS[2], 'gen') ~= ARGV[1] then return -1 end
-local releases = tonumber(ARGV[2])
+local releases, ids = tonumber(ARGV[2]), tonumber(ARGV[3])
 for i = 1, releases do
-  local digest, claimant = ARGV[1 + 2 * i], ARGV[2 + 2 * i]
+  local digest, claimant = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
   if redis.call('HGET', KEYS[1], digest) == claimant then redis.call('HDEL', KEYS[1], digest) end
 end
-local base = 2 + 2 * releases
-for i = 3, #KEYS do
-  addId(KEYS[i], ARGV[base + 2 * (i - 2) - 1], ARGV[base + 2 * (i - 2)])
+local base = 3 + 2 * releases
+if ids > 0 and redis.call('ZCARD', KEYS[3]) < ${OWN_CREATES_KEPT_MAX} then
+  for i = 1, ids do redis.call('ZADD', KEYS[3], 0, ARGV[base + i]) end
 end
-return #KEYS - 2
+base = base + ids
+for i = 4, #KEYS do
+  addId(KEYS[i], ARGV[base + 2 * (i - 3) - 1], ARGV[base + 2 * (i - 3)])
+end
+return #KEYS - 3
 `;
 
 // Looks keys up, one bucket each. KEYS: the buckets. ARGV: the keys' digests, in the same order.
@@ -294,8 +309,9 @@ return 0
 // while Redis holds every customer the delta wrote (its count): one that came back without some of them is
 // left where it was, for the next delta to read them again. A delta begun before Redis was found to have lost
 // writes (the trust changed) moves the end but leaves the index to be read to its end again: what it read
-// says nothing of the creates whose index writes were lost after it began. Returns 1 when moved, 0 when the
-// end or the generation changed, -1 when writes were lost.
+// says nothing of the creates whose index writes were lost after it began. The generation's own creates up
+// to the new end (KEYS[3], ARGV[8] the end's sortableId, '' for none) are forgotten: a delta counts only
+// those past it. ARGV[9]: the own creates the delta did not read (counted among the customers all the same). Returns 1 when moved, 0 when the end or the generation changed, -1 when writes were lost.
 const MOVE_END_SCRIPT = `${WRITES_KEPT_LUA}
 if writesKept(KEYS[2]) ~= tonumber(ARGV[5]) then return -1 end
 if redis.call('HGET', KEYS[1], 'gen') ~= ARGV[1] then return 0 end
@@ -303,8 +319,9 @@ if (redis.call('HGET', KEYS[1], 'lastId') or '') ~= ARGV[6] then return 0 end
 local refreshedAt = ARGV[2]
 if (redis.call('HGET', KEYS[1], 'trust') or '') ~= ARGV[7] then refreshedAt = '${READ_TO_END_FIRST}' end
 redis.call('HSET', KEYS[1], 'refreshedAt', refreshedAt, 'total', ARGV[3], 'lastId', ARGV[4])
-redis.call('HINCRBY', KEYS[1], 'count', tonumber(ARGV[5]))
+redis.call('HINCRBY', KEYS[1], 'count', tonumber(ARGV[5]) + tonumber(ARGV[9]))
 redis.call('HINCRBY', KEYS[1], 'deltas', 1)
+if ARGV[8] == '' then redis.call('DEL', KEYS[3]) else redis.call('ZREMRANGEBYLEX', KEYS[3], '-', '[' .. ARGV[8]) end
 return 1
 `;
 
@@ -408,6 +425,7 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
   const buildingKey = `${prefix}:cix:building`;
   const movesKey = `${prefix}:cix:moves`;
   const bucketKey = (gen: number, buckets: number, kind: KeyKind, digest: Buffer): string => `${prefix}:cix:${gen}:${kind}:${digest.readUInt32BE(0) % buckets}`;
+  const ownCreatesKey = (gen: number): string => ownCreatesKeyOf(prefix, gen);
 
   const writesKey = (): string => `${prefix}:cix:written:${randomBytes(8).toString('hex')}`;
 
@@ -498,9 +516,11 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
     if (rows.length === 0) return;
     // No index: nothing to add, and the claims stay (with their rows' outcomes, they are what tells a later import).
     await inCurrentGeneration(async (current) => {
-      const keys: string[] = [claimsKey, metaKey];
-      const args: Array<Buffer | string> = [String(current.gen), String(rows.length)];
+      const keys: string[] = [claimsKey, metaKey, ownCreatesKey(current.gen)];
+      const ids = rows.flatMap(({ customer }) => sortableId(customer.CustomerID) ?? []);
+      const args: Array<Buffer | string> = [String(current.gen), String(rows.length), String(ids.length)];
       for (const { identity, claimant } of rows) args.push(identity, claimant);
+      args.push(...ids);
       for (const { customer, identity } of rows) {
         for (const { kind, digest } of keysOf(customer, current.fields, identity)) {
           keys.push(bucketKey(current.gen, current.buckets, kind, digest));
@@ -638,6 +658,20 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
       return { key: writesKey(), written: 0 };
     },
 
+    /**
+     * How many of subsync's own creates generation `gen` holds with
+     * CustomerIDs strictly between `after` and `before` (after `after` when
+     * none), written with their keys, past the index's end; undefined when
+     * either ID has no sortableId. A delta that finds a stretch of the
+     * listing between two such IDs exactly this long knows the stretch is
+     * these creates.
+     */
+    async ownCreatesBetween(gen: number, after: string, before?: string): Promise<number | undefined> {
+      const [from, to] = [sortableId(after), before === undefined ? '+' : sortableId(before)];
+      if (from === undefined || to === undefined) return undefined;
+      return redis.zlexcount(ownCreatesKey(gen), `(${from}`, to === '+' ? to : `(${to}`);
+    },
+
     /** Writes customers a delta read, a page at a time, into the current generation. */
     async addToDelta(writes: IndexWrites, customers: readonly Customer[]): Promise<void> {
       const current = await meta();
@@ -651,8 +685,14 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
      * or why not (`lost`: Redis came back without some of its writes, so
      * the next delta reads them again).
      */
-    async moveEnd(writes: IndexWrites, state: Pick<IndexMeta, 'refreshedAt' | 'total' | 'lastId' | 'gen' | 'trust'> & { from: string }): Promise<'moved' | 'changed' | 'lost'> {
-      const reply = Number(await moveEndScript.run(redis, [metaKey, writes.key], [String(state.gen), String(state.refreshedAt), String(state.total), state.lastId, String(writes.written), state.from, state.trust]));
+    async moveEnd(writes: IndexWrites, state: Pick<IndexMeta, 'refreshedAt' | 'total' | 'lastId' | 'gen' | 'trust'> & { from: string; skipped?: number }): Promise<'moved' | 'changed' | 'lost'> {
+      const reply = Number(
+        await moveEndScript.run(
+          redis,
+          [metaKey, writes.key, ownCreatesKey(state.gen)],
+          [String(state.gen), String(state.refreshedAt), String(state.total), state.lastId, String(writes.written), state.from, state.trust, sortableId(state.lastId) ?? '', String(state.skipped ?? 0)],
+        ),
+      );
       forget();
       return reply === 1 ? 'moved' : reply === 0 ? 'changed' : 'lost';
     },
@@ -841,7 +881,11 @@ function parseFields(text: string | undefined): string[] {
   }
 }
 
+/** The sorted set of a generation's own creates past its end (see CREATED_SCRIPT). */
+const ownCreatesKeyOf = (prefix: string, gen: number): string => `${prefix}:cix:${gen}:created`;
+
 async function dropGeneration(redis: RedisClient, prefix: string, target: { gen: number; buckets: number; fields: readonly string[] }): Promise<void> {
+  await redis.unlink(ownCreatesKeyOf(prefix, target.gen));
   for (const kind of ['i', ...target.fields]) {
     for (let first = 0; first < target.buckets; first += 500) {
       const keys = Array.from({ length: Math.min(500, target.buckets - first) }, (_, i) => `${prefix}:cix:${target.gen}:${kind}:${first + i}`);

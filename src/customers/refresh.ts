@@ -98,38 +98,94 @@ function ascends(customers: readonly Customer[], previous?: string): boolean {
  * during a fast import (thousands of creates a second) could not keep up
  * with the end it reads. `onPage` is handed each page's new customers, in
  * the listing's order, once they passed those checks.
+ *
+ * With `own` (the generation the delta writes into), the pages between the
+ * first and the last are not read when they hold only subsync's own creates,
+ * which are in the index already: see {@link ownCreatesOnly}. `customers`
+ * then holds only the customers read, and `skipped` counts the others.
  */
-async function readTail(deps: RefreshDeps, from: { total: number; lastId: string }, onPage?: (customers: Customer[]) => Promise<void>): Promise<{ customers: Customer[]; total: number; lastId: string; startedAt: number } | undefined> {
+async function readTail(
+  deps: RefreshDeps,
+  from: { total: number; lastId: string },
+  onPage?: (customers: Customer[]) => Promise<void>,
+  own?: { gen: number },
+): Promise<{ customers: Customer[]; skipped: number; total: number; lastId: string; startedAt: number } | undefined> {
   const now = deps.now ?? Date.now;
   const startedAt = now();
   const customers: Customer[] = [];
+  let skipped = 0;
+  let lastId = from.total > 0 ? from.lastId : undefined;
   let skip = Math.max(0, from.total - 1);
   // The listing's length as last answered: the pages below it are full (it only grows at its end).
   let listed = from.total;
   let first = true;
+  // Takes one page at `skip`: whether the listing ended with it, or undefined when it breaks the checks.
+  const take = async (page: SearchCustomersResponse): Promise<boolean | undefined> => {
+    let records = page.Customers;
+    if (first && from.total > 0) {
+      if (records[0]?.CustomerID !== from.lastId) return undefined;
+      records = records.slice(1);
+    }
+    first = false;
+    if (!ascends(records, lastId)) return undefined;
+    customers.push(...records);
+    lastId = records.at(-1)?.CustomerID ?? lastId;
+    if (onPage && records.length > 0) await onPage(records);
+    if (page.Customers.length < SEARCH_PAGE_SIZE) {
+      // The count the last page gave must be the old one plus what was read, or something moved meanwhile.
+      return page.TotalItemCount === from.total + skipped + customers.length ? true : undefined;
+    }
+    listed = Math.max(listed, page.TotalItemCount);
+    skip += SEARCH_PAGE_SIZE;
+    return false;
+  };
+  const result = () => ({ customers, skipped, total: from.total + skipped + customers.length, lastId: lastId ?? from.lastId, startedAt });
   for (;;) {
     const count = Math.min(FULL_REFRESH_CONCURRENCY, Math.max(1, Math.ceil((listed - skip) / SEARCH_PAGE_SIZE)));
     const pages = await Promise.all(Array.from({ length: count }, async (_, i) => searchPage(deps, { contains: '', skip: skip + i * SEARCH_PAGE_SIZE, take: SEARCH_PAGE_SIZE })));
+    const wasFirst = first;
     for (const page of pages) {
-      let records = page.Customers;
-      if (first && from.total > 0) {
-        if (records[0]?.CustomerID !== from.lastId) return undefined;
-        records = records.slice(1);
+      const ended = await take(page);
+      if (ended === undefined) return undefined;
+      if (ended) return result();
+    }
+    if (wasFirst && own && lastId !== undefined && listed - skip > SEARCH_PAGE_SIZE) {
+      const last = await ownCreatesOnly(deps, own.gen, { skip, listed, after: lastId });
+      if (last) {
+        skipped += last.skip - skip;
+        skip = last.skip;
+        const ended = await take(last.page);
+        if (ended === undefined) return undefined;
+        if (ended) return result();
       }
-      first = false;
-      if (!ascends(records, customers.at(-1)?.CustomerID ?? (from.total > 0 ? from.lastId : undefined))) return undefined;
-      customers.push(...records);
-      if (onPage && records.length > 0) await onPage(records);
-      if (page.Customers.length < SEARCH_PAGE_SIZE) {
-        // The count the last page gave must be the old one plus what was read, or something moved meanwhile.
-        if (page.TotalItemCount !== from.total + customers.length) return undefined;
-        const lastId = customers.at(-1)?.CustomerID ?? from.lastId;
-        return { customers, total: page.TotalItemCount, lastId, startedAt };
-      }
-      listed = Math.max(listed, page.TotalItemCount);
-      skip += SEARCH_PAGE_SIZE;
     }
   }
+}
+
+/**
+ * Reads the listing's last page (from `listed - 99`) and answers it when the
+ * stretch between `skip` and it holds subsync's own creates and nothing
+ * else, so need not be read. The listing is in ascending CustomerID order,
+ * and customers are never removed (the service's interface removes none;
+ * a removal before the end makes the first page's check fail): the stretch
+ * is then exactly the customers with IDs between `after` (the last one
+ * read) and the last page's first. Every own create in that range is a
+ * customer of the listing, so in the stretch; as many of them as the
+ * stretch is long means the stretch is they. A create whose answer was
+ * lost, or a customer made elsewhere, leaves it longer: then undefined, and
+ * the stretch is read (the last page's request is the cost, unless too few
+ * own creates are past `after` to fill the stretch: then none is read).
+ */
+async function ownCreatesOnly(deps: RefreshDeps, gen: number, at: { skip: number; listed: number; after: string }): Promise<{ skip: number; page: SearchCustomersResponse } | undefined> {
+  // One short of a full page, so that this page shows the listing's end (a full one would need one more read).
+  const skip = at.listed - SEARCH_PAGE_SIZE + 1;
+  // Too few own creates past the last one read to fill the stretch: no request is spent on the last page.
+  if (((await deps.index.ownCreatesBetween(gen, at.after)) ?? 0) < skip - at.skip) return undefined;
+  const page = await searchPage(deps, { contains: '', skip, take: SEARCH_PAGE_SIZE });
+  const before = page.Customers[0]?.CustomerID;
+  if (before === undefined || compareIds(before, at.after) <= 0) return undefined;
+  const own = await deps.index.ownCreatesBetween(gen, at.after, before);
+  return own === skip - at.skip ? { skip, page } : undefined;
 }
 
 /**
@@ -219,14 +275,15 @@ export async function refreshDelta(input: RefreshDeps): Promise<RefreshOutcome |
   // them for half a second, every row waiting meanwhile. Written early, they are true all the same: the end of
   // the listing moves only once the delta is whole.
   const writes = deps.index.beginDelta();
-  const tail = await readTail(deps, meta, (customers) => deps.index.addToDelta(writes, customers));
+  // Pages of subsync's own creates are left unread unless every customer read is to be told (onCustomers).
+  const tail = await readTail(deps, meta, (customers) => deps.index.addToDelta(writes, customers), deps.onCustomers ? undefined : { gen: meta.gen });
   if (!tail) {
     await deps.index.markStale();
     return undefined;
   }
   // The end moves only from the one read from (a Redis that came back without the delta before keeps its own),
   // and only while Redis holds every customer this delta wrote: else the next delta reads them again.
-  await deps.index.moveEnd(writes, { gen: meta.gen, trust: meta.trust, refreshedAt: tail.startedAt, total: tail.total, lastId: tail.lastId, from: meta.lastId });
+  await deps.index.moveEnd(writes, { gen: meta.gen, trust: meta.trust, refreshedAt: tail.startedAt, total: tail.total, lastId: tail.lastId, from: meta.lastId, skipped: tail.skipped });
   await deps.onCustomers?.(tail.customers);
   return { kind: 'delta', requests: requests(), read: tail.customers.length, meta: await deps.index.meta({ fresh: true }) };
 }

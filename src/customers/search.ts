@@ -43,10 +43,26 @@ export async function searchPage(deps: SearchDeps, query: SearchQuery): Promise<
   }
 }
 
+const withoutLeadingZeros = (id: string): string => (id.length > 1 && id.startsWith('0') ? id.replace(/^0+(?=\d)/, '') : id);
+
 /** Numeric-text CustomerIDs compared as numbers, without a length limit. */
 export function compareIds(a: string, b: string): number {
-  const x = a.length > 1 && a.startsWith('0') ? a.replace(/^0+(?=\d)/, '') : a;
-  const y = b.length > 1 && b.startsWith('0') ? b.replace(/^0+(?=\d)/, '') : b;
+  const x = withoutLeadingZeros(a);
+  const y = withoutLeadingZeros(b);
   if (x.length !== y.length) return x.length - y.length;
   return x < y ? -1 : x > y ? 1 : 0;
+}
+
+const PRINTABLE_ASCII = /^[\x21-\x7E]{1,9999}$/;
+
+/**
+ * A CustomerID as text whose byte order is {@link compareIds}'s order (its
+ * length, four digits, then the ID without leading zeros), for a sorted set
+ * read by ranges of IDs; undefined for an ID that is not printable ASCII,
+ * whose bytes might not sort as its characters do.
+ */
+export function sortableId(id: string): string | undefined {
+  if (!PRINTABLE_ASCII.test(id)) return undefined;
+  const x = withoutLeadingZeros(id);
+  return `${String(x.length).padStart(4, '0')}:${x}`;
 }

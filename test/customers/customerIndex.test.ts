@@ -137,6 +137,56 @@ describe('the customer index', () => {
     await expectIndexed(p, built, meta, added);
   });
 
+  it("a delta past subsync's own creates reads the listing's first and last pages only, and counts the creates it left unread", async () => {
+    // 450 customers created through the index (as a worker's creates are), then one made elsewhere at the very end.
+    const { p, deps } = await setUp(250);
+    const built = (await refreshFull(deps)).meta;
+    if (!built) throw new Error('no index built');
+    const own = Array.from({ length: 450 }, (_, i) => p.sandbox.store.createCustomer(customerInput({ FirstName: `Own${i}`, LastName: 'Own', EmailAddress: `own${i}@own.example` })));
+    await p.runtime.customers.createdAll(own.map((customer) => ({ customer, identity: digestOf(identityKey(customer)), claimant: `imp:${customer.FirstName}` })));
+    const elsewhere = p.sandbox.store.createCustomer(customerInput({ FirstName: 'Else', LastName: 'Where', EmailAddress: 'else@where.example' }));
+    const ownKey = `${p.prefix}:cix:${built.gen}:created`;
+    expect(await p.runtime.redis.zcard(ownKey)).toBe(450);
+    p.sandbox.resetStats();
+    const meta = await currentIndex(deps, Date.now());
+    // The page at the old end (its last customer and 99 own creates), then the last page (98 own creates and the one
+    // made elsewhere): the 253 own creates between them are not read.
+    expect(p.sandbox.stats().byEndpoint).toEqual({ searchCustomers: 2 });
+    await expectIndexed(p, built, meta, [...own, elsewhere]);
+    // The end moved past them: the generation forgets its own creates up to it.
+    expect(await p.runtime.redis.zcard(ownKey)).toBe(0);
+  });
+
+  it('a delta reads every page when one customer between its first and last was not created through the index (made elsewhere, or a create whose answer was lost)', async () => {
+    const { p, deps } = await setUp(250);
+    const built = (await refreshFull(deps)).meta;
+    if (!built) throw new Error('no index built');
+    const learn = (customers: Customer[]) => p.runtime.customers.createdAll(customers.map((customer) => ({ customer, identity: digestOf(identityKey(customer)), claimant: `imp:${customer.FirstName}` })));
+    const make = (from: number, count: number) => Array.from({ length: count }, (_, i) => p.sandbox.store.createCustomer(customerInput({ FirstName: `Own${from + i}`, LastName: 'Own', EmailAddress: `own${from + i}@own.example` })));
+    const before = make(0, 200);
+    await learn(before);
+    const unknown = p.sandbox.store.createCustomer(customerInput({ FirstName: 'Lost', LastName: 'Answer', EmailAddress: 'lost@answer.example' }));
+    const after = make(200, 249);
+    await learn(after);
+    p.sandbox.resetStats();
+    const meta = await currentIndex(deps, Date.now());
+    // The first page, the last page (its check fails: 349 own creates past the first page's end for a stretch of 350),
+    // then the four pages after the first as a delta reads them.
+    expect(p.sandbox.stats().byEndpoint).toEqual({ searchCustomers: 6 });
+    await expectIndexed(p, built, meta, [...before, unknown, ...after]);
+  });
+
+  it("a delta whose listing is all made elsewhere spends no request on its last page, however many pages it reads", async () => {
+    const { p, deps, built, added } = await builtThenAdded(450, 'Elsewhere');
+    // One own create past the end is too few to fill the stretch between the first page and the last.
+    const own = p.sandbox.store.createCustomer(customerInput({ FirstName: 'Own', LastName: 'Own', EmailAddress: 'own@own.example' }));
+    await p.runtime.customers.createdAll([{ customer: own, identity: digestOf(identityKey(own)), claimant: 'imp:own' }]);
+    p.sandbox.resetStats();
+    const meta = await currentIndex(deps, Date.now());
+    expect(p.sandbox.stats().byEndpoint).toEqual({ searchCustomers: 5 });
+    await expectIndexed(p, built, meta, [...added, own]);
+  });
+
   it('a delta that read from an end Redis has since lost moves no end: the next one reads the customers in between', async () => {
     const { p, deps } = await setUp(250);
     await refreshFull(deps);

@@ -4,7 +4,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { ApiRefusedError } from '../../src/api/errors.js';
-import { searchPage } from '../../src/customers/search.js';
+import { compareIds, searchPage, sortableId } from '../../src/customers/search.js';
 import { openRowsWorld, type RowsWorld } from '../support/rows.js';
 
 let world: RowsWorld | undefined;
@@ -53,5 +53,25 @@ describe('searchPage', () => {
     const page = await searchPage({ api: w.api, budget: w.budget, backoff, attempts: 1 }, query);
     expect(page.TotalItemCount).toBe(1);
     expect(w.requests).toHaveLength(3);
+  });
+});
+
+describe('sortableId', () => {
+  it("sorts byte by byte as compareIds orders the IDs, leading zeros and all", () => {
+    const ids = ['0', '00', '7', '007', '10', '9', '99', '100', '0100', '12345678901234567890', '12345678901234567891', '2', 'a', 'ab', 'b1', '1b'];
+    for (let i = 0; i < 2000; i++) ids.push(String(Math.floor(Math.random() * 10 ** (1 + (i % 15)))).padStart(1 + (i % 17), i % 3 === 0 ? '0' : ' ').trim());
+    for (const a of ids) {
+      for (const b of ids.slice(0, 60)) {
+        const [x, y] = [sortableId(a), sortableId(b)];
+        if (x === undefined || y === undefined) throw new Error(`no sortableId for ${a} or ${b}`);
+        expect(Math.sign(Buffer.compare(Buffer.from(x), Buffer.from(y))), `${a} against ${b}`).toBe(Math.sign(compareIds(a, b)));
+      }
+    }
+  });
+
+  it('has none for an ID whose bytes might not sort as its characters do', () => {
+    expect(sortableId('café')).toBeUndefined();
+    expect(sortableId('a b')).toBeUndefined();
+    expect(sortableId('')).toBeUndefined();
   });
 });
