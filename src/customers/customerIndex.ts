@@ -129,7 +129,7 @@ export class IndexWritesLostError extends SubsyncError {
 const WRITES_KEPT_MS = 24 * 3_600_000;
 
 /**
- * The most of its own creates past its end a generation keeps (about 60
+ * The most of its own creates past its end a generation keeps (about 110
  * bytes each in Redis): past that, a delta reads every page, as it would
  * without them. Deltas every 15-30 s while imports run keep far fewer.
  */
@@ -311,7 +311,10 @@ return 0
 // writes (the trust changed) moves the end but leaves the index to be read to its end again: what it read
 // says nothing of the creates whose index writes were lost after it began. The generation's own creates up
 // to the new end (KEYS[3], ARGV[8] the end's sortableId, '' for none) are forgotten: a delta counts only
-// those past it. ARGV[9]: the own creates the delta did not read (counted among the customers all the same). Returns 1 when moved, 0 when the end or the generation changed, -1 when writes were lost.
+// those past it. ARGV[9]: the own creates the delta left unread, counted among the customers all the same.
+// Their keys need no count of their own: the delta wrote its last page after counting them, so a Redis that
+// came back without any of them lost that write too (it loses its last writes, never earlier ones alone).
+// Returns 1 when moved, 0 when the end or the generation changed, -1 when writes were lost.
 const MOVE_END_SCRIPT = `${WRITES_KEPT_LUA}
 if writesKept(KEYS[2]) ~= tonumber(ARGV[5]) then return -1 end
 if redis.call('HGET', KEYS[1], 'gen') ~= ARGV[1] then return 0 end

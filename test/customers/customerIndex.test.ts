@@ -157,6 +157,41 @@ describe('the customer index', () => {
     expect(await p.runtime.redis.zcard(ownKey)).toBe(0);
   });
 
+  it("a delta that left own creates unread moves no end when Redis comes back without their keys: the next one reads them", async () => {
+    const { p, deps } = await setUp(250);
+    const built = (await refreshFull(deps)).meta;
+    if (!built) throw new Error('no index built');
+    const own = Array.from({ length: 450 }, (_, i) => p.sandbox.store.createCustomer(customerInput({ FirstName: `Own${i}`, LastName: 'Own', EmailAddress: `own${i}@own.example` })));
+    const learn = (customers: Customer[]) => p.runtime.customers.createdAll(customers.map((customer) => ({ customer, identity: digestOf(identityKey(customer)), claimant: `imp:${customer.FirstName}` })));
+    await learn(own.slice(0, 200));
+    // The other creates' index writes come while the delta runs, after it wrote its first page (their settles were
+    // gathered); Redis then comes back from just before them, once the delta has counted them and written its last
+    // page, before the end would move.
+    let mid: Awaited<ReturnType<typeof pointInTime>> | undefined;
+    const index = {
+      ...p.runtime.customers,
+      ownCreatesBetween: async (...args: Parameters<typeof p.runtime.customers.ownCreatesBetween>) => {
+        if (!mid) {
+          mid = await pointInTime(p.runtime.redis, p.prefix);
+          await learn(own.slice(200));
+        }
+        return p.runtime.customers.ownCreatesBetween(...args);
+      },
+      moveEnd: async (...args: Parameters<typeof p.runtime.customers.moveEnd>) => {
+        await mid?.rollBack();
+        return p.runtime.customers.moveEnd(...args);
+      },
+    };
+    p.sandbox.resetStats();
+    await refreshDelta({ ...deps, index });
+    expect(p.sandbox.stats().byEndpoint).toEqual({ searchCustomers: 2 });
+    expect(await p.runtime.redis.hget(`${p.prefix}:cix`, 'lastId')).toBe(built.lastId);
+    // The next delta counts too few own creates (Redis lost the later ones with their keys) and reads every page.
+    p.sandbox.resetStats();
+    await expectIndexed(p, built, await currentIndex(deps, Date.now()), own);
+    expect(p.sandbox.stats().byEndpoint).toEqual({ searchCustomers: 5 });
+  });
+
   it('a delta reads every page when one customer between its first and last was not created through the index (made elsewhere, or a create whose answer was lost)', async () => {
     const { p, deps } = await setUp(250);
     const built = (await refreshFull(deps)).meta;
