@@ -46,6 +46,16 @@ function searchingThrough(deps: RefreshDeps, around: (search: () => ReturnType<A
   return { ...deps, api: { ...deps.api, searchCustomers: (query) => around(() => deps.api.searchCustomers(query)) } };
 }
 
+/** Customers Own<from>..Own<from+count-1> created in the sandbox, as a worker's creates would be. */
+function makeOwn(p: Pipeline, from: number, count: number): Customer[] {
+  return Array.from({ length: count }, (_, i) => p.sandbox.store.createCustomer(customerInput({ FirstName: `Own${from + i}`, LastName: 'Own', EmailAddress: `own${from + i}@own.example` })));
+}
+
+/** The index learns creates as a worker's settle tells it (their keys, and their IDs among its own creates). */
+async function learnCreates(p: Pipeline, customers: readonly Customer[]): Promise<void> {
+  await p.runtime.customers.createdAll(customers.map((customer) => ({ customer, identity: digestOf(identityKey(customer)), claimant: `imp:${customer.FirstName}` })));
+}
+
 /** The delta moved the index's end past every added customer, and the index holds each. */
 async function expectIndexed(p: Pipeline, built: IndexMeta, meta: IndexMeta | undefined, added: readonly Customer[]): Promise<void> {
   expect(meta).toMatchObject({ lastId: added.at(-1)?.CustomerID, total: built.total + added.length, count: built.count + added.length });
@@ -142,8 +152,8 @@ describe('the customer index', () => {
     const { p, deps } = await setUp(250);
     const built = (await refreshFull(deps)).meta;
     if (!built) throw new Error('no index built');
-    const own = Array.from({ length: 450 }, (_, i) => p.sandbox.store.createCustomer(customerInput({ FirstName: `Own${i}`, LastName: 'Own', EmailAddress: `own${i}@own.example` })));
-    await p.runtime.customers.createdAll(own.map((customer) => ({ customer, identity: digestOf(identityKey(customer)), claimant: `imp:${customer.FirstName}` })));
+    const own = makeOwn(p, 0, 450);
+    await learnCreates(p, own);
     const elsewhere = p.sandbox.store.createCustomer(customerInput({ FirstName: 'Else', LastName: 'Where', EmailAddress: 'else@where.example' }));
     const ownKey = `${p.prefix}:cix:${built.gen}:created`;
     expect(await p.runtime.redis.zcard(ownKey)).toBe(450);
@@ -161,9 +171,8 @@ describe('the customer index', () => {
     const { p, deps } = await setUp(250);
     const built = (await refreshFull(deps)).meta;
     if (!built) throw new Error('no index built');
-    const own = Array.from({ length: 450 }, (_, i) => p.sandbox.store.createCustomer(customerInput({ FirstName: `Own${i}`, LastName: 'Own', EmailAddress: `own${i}@own.example` })));
-    const learn = (customers: Customer[]) => p.runtime.customers.createdAll(customers.map((customer) => ({ customer, identity: digestOf(identityKey(customer)), claimant: `imp:${customer.FirstName}` })));
-    await learn(own.slice(0, 200));
+    const own = makeOwn(p, 0, 450);
+    await learnCreates(p, own.slice(0, 200));
     // The other creates' index writes come while the delta runs, after it wrote its first page (their settles were
     // gathered); Redis then comes back from just before them, once the delta has counted them and written its last
     // page, before the end would move.
@@ -173,7 +182,7 @@ describe('the customer index', () => {
       ownCreatesBetween: async (...args: Parameters<typeof p.runtime.customers.ownCreatesBetween>) => {
         if (!mid) {
           mid = await pointInTime(p.runtime.redis, p.prefix);
-          await learn(own.slice(200));
+          await learnCreates(p, own.slice(200));
         }
         return p.runtime.customers.ownCreatesBetween(...args);
       },
@@ -196,13 +205,11 @@ describe('the customer index', () => {
     const { p, deps } = await setUp(250);
     const built = (await refreshFull(deps)).meta;
     if (!built) throw new Error('no index built');
-    const learn = (customers: Customer[]) => p.runtime.customers.createdAll(customers.map((customer) => ({ customer, identity: digestOf(identityKey(customer)), claimant: `imp:${customer.FirstName}` })));
-    const make = (from: number, count: number) => Array.from({ length: count }, (_, i) => p.sandbox.store.createCustomer(customerInput({ FirstName: `Own${from + i}`, LastName: 'Own', EmailAddress: `own${from + i}@own.example` })));
-    const before = make(0, 200);
-    await learn(before);
+    const before = makeOwn(p, 0, 200);
+    await learnCreates(p, before);
     const unknown = p.sandbox.store.createCustomer(customerInput({ FirstName: 'Lost', LastName: 'Answer', EmailAddress: 'lost@answer.example' }));
-    const after = make(200, 249);
-    await learn(after);
+    const after = makeOwn(p, 200, 249);
+    await learnCreates(p, after);
     p.sandbox.resetStats();
     const meta = await currentIndex(deps, Date.now());
     // The first page, the last page (its check fails: 349 own creates past the first page's end for a stretch of 350),
@@ -215,7 +222,7 @@ describe('the customer index', () => {
     const { p, deps, built, added } = await builtThenAdded(450, 'Elsewhere');
     // One own create past the end is too few to fill the stretch between the first page and the last.
     const own = p.sandbox.store.createCustomer(customerInput({ FirstName: 'Own', LastName: 'Own', EmailAddress: 'own@own.example' }));
-    await p.runtime.customers.createdAll([{ customer: own, identity: digestOf(identityKey(own)), claimant: 'imp:own' }]);
+    await learnCreates(p, [own]);
     p.sandbox.resetStats();
     const meta = await currentIndex(deps, Date.now());
     expect(p.sandbox.stats().byEndpoint).toEqual({ searchCustomers: 5 });
