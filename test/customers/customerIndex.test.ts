@@ -32,11 +32,17 @@ async function setUp(customers: number): Promise<{ p: Pipeline; deps: RefreshDep
   return { p, deps: { api, budget: noBudget, index: p.runtime.customers, redis: p.runtime.redis, prefix: p.prefix } };
 }
 
-/** An index built over 250 customers, then `count` customers created after it (last name `name`). */
-async function builtThenAdded(count: number, name: string): Promise<{ p: Pipeline; deps: RefreshDeps; built: IndexMeta; added: Customer[] }> {
+/** An index built over 250 customers. */
+async function builtOver250(): Promise<{ p: Pipeline; deps: RefreshDeps; built: IndexMeta }> {
   const { p, deps } = await setUp(250);
   const built = (await refreshFull(deps)).meta;
   if (!built) throw new Error('no index built');
+  return { p, deps, built };
+}
+
+/** An index built over 250 customers, then `count` customers created after it (last name `name`). */
+async function builtThenAdded(count: number, name: string): Promise<{ p: Pipeline; deps: RefreshDeps; built: IndexMeta; added: Customer[] }> {
+  const { p, deps, built } = await builtOver250();
   const added = Array.from({ length: count }, (_, i) => p.sandbox.store.createCustomer(customerInput({ FirstName: `${name}${i}`, LastName: name, EmailAddress: `${name}${i}@delta.example` })));
   return { p, deps, built, added };
 }
@@ -149,9 +155,7 @@ describe('the customer index', () => {
 
   it("a delta past subsync's own creates reads the listing's first and last pages only, and counts the creates it left unread", async () => {
     // 450 customers created through the index (as a worker's creates are), then one made elsewhere at the very end.
-    const { p, deps } = await setUp(250);
-    const built = (await refreshFull(deps)).meta;
-    if (!built) throw new Error('no index built');
+    const { p, deps, built } = await builtOver250();
     const own = makeOwn(p, 0, 450);
     await learnCreates(p, own);
     const elsewhere = p.sandbox.store.createCustomer(customerInput({ FirstName: 'Else', LastName: 'Where', EmailAddress: 'else@where.example' }));
@@ -168,9 +172,7 @@ describe('the customer index', () => {
   });
 
   it("a delta that left own creates unread moves no end when Redis comes back without their keys: the next one reads them", async () => {
-    const { p, deps } = await setUp(250);
-    const built = (await refreshFull(deps)).meta;
-    if (!built) throw new Error('no index built');
+    const { p, deps, built } = await builtOver250();
     const own = makeOwn(p, 0, 450);
     await learnCreates(p, own.slice(0, 200));
     // The other creates' index writes come while the delta runs, after it wrote its first page (their settles were
@@ -202,9 +204,7 @@ describe('the customer index', () => {
   });
 
   it('a delta reads every page when one customer between its first and last was not created through the index (made elsewhere, or a create whose answer was lost)', async () => {
-    const { p, deps } = await setUp(250);
-    const built = (await refreshFull(deps)).meta;
-    if (!built) throw new Error('no index built');
+    const { p, deps, built } = await builtOver250();
     const before = makeOwn(p, 0, 200);
     await learnCreates(p, before);
     const unknown = p.sandbox.store.createCustomer(customerInput({ FirstName: 'Lost', LastName: 'Answer', EmailAddress: 'lost@answer.example' }));
@@ -317,9 +317,7 @@ describe('the customer index', () => {
   });
 
   it('past half its allowed age, it still serves at once, and its delta is read in the background', async () => {
-    const { p, deps } = await setUp(250);
-    const built = (await refreshFull(deps)).meta;
-    if (!built) throw new Error('no index built');
+    const { p, deps, built } = await builtOver250();
     const added = p.sandbox.store.createCustomer(customerInput({ FirstName: 'Dee', LastName: 'Ahead', EmailAddress: 'dee@ahead.example' }));
     p.sandbox.resetStats();
     // 20 s after it was made current, with 30 s allowed: still current, past half its age.
