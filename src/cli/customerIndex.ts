@@ -24,7 +24,7 @@ function describeReport(report: IndexReport): string {
         : `current as of: ${report.currentAt} (${report.ageSeconds} s ago)`,
     `listing: ${report.appendOnly ? 'append-only: new customers are read from its end' : 'not in CustomerID order: only a full refresh makes the index current'}`,
     `keys: ${report.fields?.join(', ')}`,
-    `memory: ${report.bytes ?? '?'} bytes, ${report.bytesPerCustomer ?? '?'} a customer`,
+    `memory: ${report.bytes ?? '?'} bytes, ${report.bytesPerCustomer ?? '?'} a customer${report.ownCreatesBytes ? ` (${report.ownCreatesBytes} of them the IDs of creates past its end, dropped as the end moves)` : ''}`,
   ];
   return `${lines.join('\n')}\n`;
 }

@@ -829,8 +829,11 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
       await redis.hset(claimsKey, digest, claimant);
     },
 
-    /** Bytes of Redis the current generation takes (MEMORY USAGE of each bucket), and its keys. */
-    async memory(): Promise<{ bytes: number; keys: number } | undefined> {
+    /**
+     * Bytes of Redis the current generation takes (MEMORY USAGE of each bucket and of its set of own creates), and
+     * its keys; `ownCreatesBytes` is the set's part (the IDs of creates past the index's end, dropped as the end moves).
+     */
+    async memory(): Promise<{ bytes: number; keys: number; ownCreatesBytes: number } | undefined> {
       const current = await meta();
       if (!current) return undefined;
       let bytes = 0;
@@ -846,7 +849,9 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
           }
         }
       }
-      return { bytes, keys };
+      // Null when there is no such set (no own creates past the end now).
+      const ownCreatesBytes = Number(await redis.call('MEMORY', 'USAGE', ownCreatesKey(current.gen), 'SAMPLES', '0')) || 0;
+      return { bytes: bytes + ownCreatesBytes, keys: keys + (ownCreatesBytes > 0 ? 1 : 0), ownCreatesBytes };
     },
   };
 }

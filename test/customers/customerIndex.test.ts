@@ -171,6 +171,23 @@ describe('the customer index', () => {
     expect(await p.runtime.redis.zcard(ownKey)).toBe(0);
   });
 
+  it('counts the set of its own creates in the Redis memory it reports', async () => {
+    const { p, built } = await builtOver250();
+    await learnCreates(p, makeOwn(p, 0, 300));
+    const ownKey = `${p.prefix}:cix:${built.gen}:created`;
+    const withSet = await p.runtime.customers.memory();
+    const setBytes = Number(await p.runtime.redis.call('MEMORY', 'USAGE', ownKey, 'SAMPLES', '0'));
+    expect(setBytes).toBeGreaterThan(0);
+    // A customer's share leaves the set out: it holds creates the index also keeps as keys, until its end passes them.
+    const report = await indexReport(p.runtime.customers);
+    expect(report).toMatchObject({ bytes: withSet?.bytes, ownCreatesBytes: setBytes, bytesPerCustomer: Math.round(((withSet?.bytes ?? NaN) - setBytes) / (report.customers ?? NaN)) });
+    // The same keys with the set moved out of the generation's name: the report loses exactly its bytes.
+    await p.runtime.redis.rename(ownKey, `${ownKey}:aside`);
+    const withoutSet = await p.runtime.customers.memory();
+    expect(withoutSet?.ownCreatesBytes).toBe(0);
+    expect(withSet).toEqual({ bytes: (withoutSet?.bytes ?? NaN) + setBytes, keys: (withoutSet?.keys ?? NaN) + 1, ownCreatesBytes: setBytes });
+  });
+
   it("a delta that left own creates unread moves no end when Redis comes back without their keys: the next one reads them", async () => {
     const { p, deps, built } = await builtOver250();
     const own = makeOwn(p, 0, 450);
