@@ -849,7 +849,7 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
           }
         }
       }
-      // Null when there is no such set (no own creates past the end now).
+      // MEMORY USAGE answers null for a key that is not there: no own creates lie past the end now.
       const ownCreatesBytes = Number(await redis.call('MEMORY', 'USAGE', ownCreatesKey(current.gen), 'SAMPLES', '0')) || 0;
       return { bytes: bytes + ownCreatesBytes, keys: keys + (ownCreatesBytes > 0 ? 1 : 0), ownCreatesBytes };
     },

@@ -17,7 +17,7 @@ export interface IndexReport {
   bytes?: number;
   /** Of `bytes`, the IDs of its own creates not yet passed by its end (at most about 11 MB; dropped as the end moves). */
   ownCreatesBytes?: number;
-  /** Redis a customer takes in the index, those IDs left out (they are not kept). */
+  /** Redis a customer takes in the index, without those IDs. */
   bytesPerCustomer?: number;
 }
 
