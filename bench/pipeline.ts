@@ -57,9 +57,10 @@ import { Pool } from 'undici';
 import { importFile } from '../src/import/producer.js';
 import { fieldKey, freshDigestOf, identityKey, type Person } from '../src/customers/identity.js';
 import { coalesce } from '../src/redis/coalesce.js';
+import { KNOWN_RATE_MARGIN } from '../src/redis/budget.js';
 import { createBodies } from './importThroughput.js';
 import { writeCustomersCsv } from './make-customers.js';
-import { rateRun } from './rateAdherence.js';
+import { describeStart, rateRun } from './rateAdherence.js';
 import { log, openBenchRuntime, processCpuMs, runConcurrent, spawnCli, spawnSandbox, waitFinished, waitForLine, type BenchRow } from './support.js';
 
 /** Requests out at once on every side, unless BENCH_PIPELINE_CONCURRENCY says otherwise (the targets are for 32). */
@@ -166,13 +167,13 @@ export async function pipelineBench(options: { rows: number; latencies: number[]
     const rateFile = path.join(dir, 'rate.csv');
     await writeCustomersCsv(rateFile, rateRows);
     const rate = await rateRun(rateFile, rateRows, 200, 200, redis.url);
-    log(`pipeline rate: ${rate.achieved.toFixed(1)} req/s, ${rate.rateLimited} × 429 of ${rate.requests}`);
+    log(`pipeline rate: ${rate.achieved.toFixed(1)} req/s, ${rate.rateLimited} × 429 of ${rate.requests}; ${describeStart(rate)}`);
     out.push({
       figure: `Pipeline: rate adherence, SUBSYNC_RATE=200, sandbox limit 200/s, 3 worker processes, ${rateRows.toLocaleString('en')} rows (req/s at the sandbox)`,
       subsync: rate.achieved,
       baseline: 200,
       baselineLabel: 'the limit (req/s)',
-      note: `${verdict(rate.achieved / 200 >= PIPELINE_TARGETS.rateShare && rate.rateLimited === 0, `target ≥ ${PIPELINE_TARGETS.rateShare} and no 429`)}; 429s: ${rate.rateLimited} of ${rate.requests}`,
+      note: `${verdict(rate.achieved / 200 >= PIPELINE_TARGETS.rateShare && rate.rateLimited === 0, `target ≥ ${PIPELINE_TARGETS.rateShare} and no 429`)}; 429s: ${rate.rateLimited} of ${rate.requests}; ${describeStart(rate)} (the pace: ${(200 * (1 - KNOWN_RATE_MARGIN)).toFixed(0)}/s)`,
     });
     return out;
   } finally {

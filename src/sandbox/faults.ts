@@ -63,6 +63,22 @@ export interface SandboxStats {
   /** Epoch ms of the first and last /json request, to compute achieved rates. */
   firstRequestAt: number | undefined;
   lastRequestAt: number | undefined;
+  /** /json requests received in each whole second since the first (429s included), for a day at most: a rate's start apart from its pace. */
+  perSecond: number[];
+}
+
+/** Seconds `perSecond` counts, at most (a day). */
+export const PER_SECOND_SPAN = 86_400;
+
+/** Counts one request received at `now` (epoch ms) into the stats. */
+export function countRequest(stats: SandboxStats, now: number): void {
+  stats.requests++;
+  stats.firstRequestAt ??= now;
+  stats.lastRequestAt = now;
+  const second = Math.floor((now - stats.firstRequestAt) / 1000);
+  if (second >= PER_SECOND_SPAN) return;
+  while (stats.perSecond.length <= second) stats.perSecond.push(0);
+  stats.perSecond[second] = (stats.perSecond[second] ?? 0) + 1;
 }
 
 export function emptyStats(): SandboxStats {
@@ -74,6 +90,7 @@ export function emptyStats(): SandboxStats {
     applied: 0,
     firstRequestAt: undefined,
     lastRequestAt: undefined,
+    perSecond: [],
   };
 }
 

@@ -12,7 +12,7 @@ import {
   UpdatePaymentMethodRequestSchema,
   describeZodError,
 } from '../api/schemas/index.js';
-import { NO_FAULTS, SandboxFaultsPatchSchema, SlidingWindowLimiter, cardEchoMessage, emptyStats, type SandboxFaults, type SandboxStats } from './faults.js';
+import { NO_FAULTS, SandboxFaultsPatchSchema, SlidingWindowLimiter, cardEchoMessage, countRequest, emptyStats, type SandboxFaults, type SandboxStats } from './faults.js';
 import { SandboxRefusal, createStore, type SandboxStore } from './store.js';
 
 export type { SandboxFaults, SandboxStats } from './faults.js';
@@ -105,10 +105,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     if (!match) return answer(res, 404, { Message: `No such resource: ${url.pathname}` });
     const { route, params } = match;
 
-    const now = Date.now();
-    stats.requests++;
-    stats.firstRequestAt ??= now;
-    stats.lastRequestAt = now;
+    countRequest(stats, Date.now());
     stats.byEndpoint[route.endpoint] = (stats.byEndpoint[route.endpoint] ?? 0) + 1;
 
     if (faults.latencyMs > 0) await sleep(faults.latencyMs);

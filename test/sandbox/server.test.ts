@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { CustomerSchema } from '../../src/api/schemas/index.js';
-import { SlidingWindowLimiter } from '../../src/sandbox/faults.js';
+import { PER_SECOND_SPAN, SlidingWindowLimiter, countRequest, emptyStats } from '../../src/sandbox/faults.js';
 import { personAt } from '../../src/sandbox/population.js';
 import { SEED_PAYMENT_METHOD_KEYS } from '../../src/sandbox/seed.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
@@ -15,6 +15,17 @@ describe('SlidingWindowLimiter', () => {
     expect(limiter.tryAdmit(3, 1500)).toBe(1);
     expect(limiter.tryAdmit(3, 2000)).toBe(0); // the first left the window at 2000
     expect(limiter.tryAdmit(3, 2000)).toBe(1);
+  });
+});
+
+describe("the sandbox's request counts", () => {
+  it('count each whole second from the first request, a quiet second as 0, for a day at most', () => {
+    const stats = emptyStats();
+    for (const at of [5_000, 5_999, 6_000, 8_500, 8_999]) countRequest(stats, at);
+    expect(stats).toMatchObject({ requests: 5, firstRequestAt: 5_000, lastRequestAt: 8_999, perSecond: [2, 1, 0, 2] });
+    countRequest(stats, 5_000 + PER_SECOND_SPAN * 1000);
+    expect(stats).toMatchObject({ requests: 6, lastRequestAt: 5_000 + PER_SECOND_SPAN * 1000 });
+    expect(stats.perSecond).toHaveLength(4);
   });
 });
 
