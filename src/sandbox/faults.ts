@@ -76,7 +76,8 @@ export function countRequest(stats: SandboxStats, now: number): void {
   stats.firstRequestAt ??= now;
   stats.lastRequestAt = now;
   const second = Math.floor((now - stats.firstRequestAt) / 1000);
-  if (second >= PER_SECOND_SPAN) return;
+  // A clock set back puts a request before the first: it counts in the total only.
+  if (second < 0 || second >= PER_SECOND_SPAN) return;
   while (stats.perSecond.length <= second) stats.perSecond.push(0);
   stats.perSecond[second] = (stats.perSecond[second] ?? 0) + 1;
 }
