@@ -45,6 +45,24 @@ export function describeStart(run: Pick<RateRun, 'firstSecond' | 'afterFirst'>):
   return `first second ${run.firstSecond}, then ${run.afterFirst === undefined ? '?' : run.afterFirst.toFixed(1)}/s`;
 }
 
+/**
+ * Several runs of the same rate step, as the bench reports them: the lowest
+ * rate used (the figure a target is judged on), how many runs met `share`
+ * of `limit` with no 429, and each run's rate, 429s and start. One run
+ * cannot tell a step that meets a 429 one time in six from one that never
+ * does.
+ */
+export function summariseRuns(runs: ReadonlyArray<Pick<RateRun, 'achieved' | 'rateLimited' | 'requests' | 'firstSecond' | 'afterFirst'>>, limit: number, share: number): { lowest: number; met: number; rateLimited: number; requests: number; each: string } {
+  const each = runs.map((run) => `${run.achieved.toFixed(1)}${run.rateLimited === 0 ? '' : ` (${run.rateLimited} × 429)`} [${describeStart(run)}]`).join(', ');
+  return {
+    lowest: runs.length === 0 ? 0 : Math.min(...runs.map((run) => run.achieved)),
+    met: runs.filter((run) => run.achieved / limit >= share && run.rateLimited === 0).length,
+    rateLimited: runs.reduce((sum, run) => sum + run.rateLimited, 0),
+    requests: runs.reduce((sum, run) => sum + run.requests, 0),
+    each,
+  };
+}
+
 /** One import of `file` by three worker processes, SUBSYNC_RATE = `rate` (undefined: unset), against a sandbox limited to `limit`/s. */
 export async function rateRun(file: string, rows: number, limit: number, rate: number | undefined, redisUrl?: string): Promise<RateRun> {
   // The service in its own process, as it would be: its limiter's clock does not stall with this process's work.

@@ -78,6 +78,7 @@ await step('pipeline: end to end against the raw loop, at 0/20/50 ms', () =>
     rows: size('BENCH_PIPELINE_ROWS', 20_000),
     latencies: process.env.BENCH_PIPELINE_LATENCIES?.split(',').map(Number).filter((n) => Number.isSafeInteger(n) && n >= 0) ?? [0, 20, 50],
     rateRows: size('BENCH_PIPELINE_RATE_ROWS', 4_000),
+    rateRuns: size('BENCH_PIPELINE_RATE_RUNS', 3),
     concurrency: size('BENCH_PIPELINE_CONCURRENCY', PIPELINE_CONCURRENCY),
   }),
 );

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { describeStart, startAndPace } from '../../bench/rateAdherence.js';
+import { describeStart, startAndPace, summariseRuns } from '../../bench/rateAdherence.js';
 
 describe("a rate run's start and pace", () => {
   it('are the first second, then the mean of the whole seconds after it, the last (partial) one left out', () => {
@@ -12,5 +12,20 @@ describe("a rate run's start and pace", () => {
     expect(startAndPace([120, 30])).toEqual({ firstSecond: 120, afterFirst: undefined });
     expect(startAndPace([])).toEqual({ firstSecond: 0, afterFirst: undefined });
     expect(describeStart(startAndPace([7]))).toBe('first second 7, then ?/s');
+  });
+});
+
+describe('several rate runs', () => {
+  const run = (achieved: number, rateLimited: number, firstSecond = 190) => ({ achieved, rateLimited, requests: 4005, firstSecond, afterFirst: 195 });
+
+  it('are judged on the lowest, and count the runs that met the share with no 429', () => {
+    const summary = summariseRuns([run(194.7, 0), run(191.0, 1, 178), run(194.9, 0)], 200, 0.97);
+    expect(summary).toMatchObject({ lowest: 191.0, met: 2, rateLimited: 1, requests: 12_015 });
+    expect(summary.each).toBe('194.7 [first second 190, then 195.0/s], 191.0 (1 × 429) [first second 178, then 195.0/s], 194.9 [first second 190, then 195.0/s]');
+  });
+
+  it('do not count a run under the share, even with no 429, nor one over it that met a 429', () => {
+    expect(summariseRuns([run(193.9, 0), run(195.0, 1)], 200, 0.97).met).toBe(0);
+    expect(summariseRuns([run(194.0, 0)], 200, 0.97).met).toBe(1);
   });
 });
