@@ -8,7 +8,7 @@ import { forgetCardData } from './cardData.js';
 import { scrubSecrets } from '../secrets.js';
 import { isRowStatus } from '../outcomes.js';
 import { planOf } from '../store/plan.js';
-import { writeImportResults, type ResultFiles, type ResultRow } from '../results/writeResults.js';
+import { apiFiguresOf, writeImportResults, type ResultFiles, type ResultRow } from '../results/writeResults.js';
 import { isSettled, type ImportStore } from '../store/importStore.js';
 import type { RedisClient } from '../redis/redis.js';
 import { markRunCancelled } from './runState.js';
@@ -95,12 +95,7 @@ export async function finalizeImport(input: {
       endedAt: new Date(endedAt).toISOString(),
       durationMs,
       rowsPerSecond: Math.round((record.total / durationMs) * 1000 * 10) / 10,
-      apiCalls: counts.apiCalls,
-      searches: counts.searches,
-      reads: counts.reads,
-      writes: counts.apiCalls - counts.searches - counts.reads,
-      retries: counts.retries,
-      rateLimited: counts.rateLimited,
+      ...apiFiguresOf(counts),
     },
   });
   // The import has settled: its card data goes before it is seen as finished.

@@ -5,6 +5,7 @@ import type { RedisClient } from '../redis/redis.js';
 import { importSchedule, type ImportSchedule } from '../queue/feeder.js';
 import { SubsyncError } from '../errors.js';
 import { readRunState, type RunState } from './runState.js';
+import { apiFiguresOf, type ApiFigures } from '../results/writeResults.js';
 
 /** No import of this id in Redis: never created, or its record expired or was lost. */
 export class ImportNotFoundError extends SubsyncError {
@@ -18,7 +19,7 @@ export class ImportNotFoundError extends SubsyncError {
 }
 
 /** What `status`, `import --wait` and the dashboard show of one import. */
-export interface ImportStatus {
+export interface ImportStatus extends ApiFigures {
   importId: string;
   file: string;
   kind: string;
@@ -38,13 +39,6 @@ export interface ImportStatus {
   finishedAt: string | undefined;
   resultsDir: string | undefined;
   rowsPerSecond: number;
-  apiCalls: number;
-  /** Of apiCalls: searches, reads and writes. */
-  searches: number;
-  reads: number;
-  writes: number;
-  retries: number;
-  rateLimited: number;
   /** Redis lost acknowledged writes while this import ran: since then its rows without an outcome read back before any create. */
   readBackSince?: string;
   /**
@@ -100,12 +94,7 @@ export async function importStatus(store: ImportStore, importId: string, now = D
     finishedAt: record.finishedAt === undefined ? undefined : new Date(record.finishedAt).toISOString(),
     resultsDir: record.resultsDir,
     rowsPerSecond: Math.round((counts.settled / seconds) * 10) / 10,
-    apiCalls: counts.apiCalls,
-    searches: counts.searches,
-    reads: counts.reads,
-    writes: counts.apiCalls - counts.searches - counts.reads,
-    retries: counts.retries,
-    rateLimited: counts.rateLimited,
+    ...apiFiguresOf(counts),
     readBackSince: record.readBack === undefined ? undefined : new Date(record.readBack).toISOString(),
     ...(feed && record.finishedAt === undefined && !settled ? { schedule: await scheduleOf(feed, importId, record.total, counts.settled) } : {}),
     runState: run.state,

@@ -63,7 +63,7 @@ export interface ResultRow {
   error: string;
 }
 
-export interface ImportSummary {
+export interface ImportSummary extends ApiFigures {
   importId: string;
   /** The input file's name as the operator gave it. */
   file: string;
@@ -75,6 +75,10 @@ export interface ImportSummary {
   endedAt: string;
   durationMs: number;
   rowsPerSecond: number;
+}
+
+/** An import's API figures as the summary and its status report them. */
+export interface ApiFigures {
   apiCalls: number;
   /** Of apiCalls: searches of customers, reads of one record, and writes (creates, updates, sign-ups). */
   searches: number;
@@ -83,6 +87,18 @@ export interface ImportSummary {
   retries: number;
   /** Answers with status 429. */
   rateLimited: number;
+}
+
+/** The figures from an import's counts: the writes are the calls that were neither searches nor reads. */
+export function apiFiguresOf(counts: Omit<ApiFigures, 'writes'>): ApiFigures {
+  return {
+    apiCalls: counts.apiCalls,
+    searches: counts.searches,
+    reads: counts.reads,
+    writes: counts.apiCalls - counts.searches - counts.reads,
+    retries: counts.retries,
+    rateLimited: counts.rateLimited,
+  };
 }
 
 /** Where the files were written (absolute when `dir` is). */

@@ -2,18 +2,10 @@ import { hostname } from 'node:os';
 import { canReadBack } from '../../jobs/index.js';
 import { DelayedError, RateLimitError, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { RedisClient } from '../redis/redis.js';
-import type { Logger } from 'pino';
-import type { ApiClient } from '../api/client.js';
 import { ApiError } from '../api/errors.js';
-import type { CardKeyring } from '../cards/crypto.js';
 import { JOB_LOCK_MS, KEYLESS_RETURN_MS } from '../policy.js';
 import type { JobName } from '../outcomes.js';
-import { isSettled, type ImportStore, type RunClaim } from '../store/importStore.js';
-import type { MarkSync } from '../redis/durable.js';
-import type { CustomerFinder } from '../customers/finder.js';
-import type { NameSearch } from '../customers/nameSearch.js';
-import type { CustomerGuard } from '../customers/guard.js';
-import type { ApiBudget } from '../redis/budget.js';
+import { isSettled, type RunClaim } from '../store/importStore.js';
 import { createRowProtocol, type RowProtocol, type RowProtocolOptions } from '../rows/protocol.js';
 import { reasonOf } from '../api/decision.js';
 import { RowUnrunnableError, type BatchPort, type HandOn, type RowJobPort } from '../rows/interfaces.js';
@@ -32,44 +24,21 @@ import {
   type RowQueueJobName,
 } from '../queue/queues.js';
 import { requeueStranded } from '../queue/requeue.js';
-import { fullJitterBackoff, type BackoffBounds } from '../backoff.js';
-import type { FailureLog } from '../failureLog.js';
+import { fullJitterBackoff } from '../backoff.js';
 import { createRunGate } from '../import/runGate.js';
 import type { Notifier } from '../notify/notifier.js';
 
-export interface RowWorkerOptions {
+/** The protocol's options (passed on to it, but for the two this file makes), and what BullMQ's side needs. */
+export interface RowWorkerOptions extends Omit<RowProtocolOptions, 'onComplete' | 'runGate'> {
   connection: RedisClient;
   prefix: string;
   /** Rows of this process talking to the API at once (and jobs held at once). */
   concurrency: number;
-  store: ImportStore;
   queues: Queues;
-  api: ApiClient;
-  budget: ApiBudget;
-  keyring: CardKeyring | undefined;
-  logger: Logger;
-  /** Retry backoff bounds; default DEFAULT_BACKOFF (src/policy.ts RETRY_DEFAULTS). */
-  backoff?: BackoffBounds;
   /** The job lock (SUBSYNC_JOB_LOCK_MS); a dead worker's jobs are taken over after it. Default JOB_LOCK_MS. */
   lockMs?: number;
-  /** The duplicate guard of creates (imports without `--allow-duplicates`). */
-  guard?: CustomerGuard;
-  /** How upserts find their customers. */
-  finder?: CustomerFinder;
-  /** Searches by name, shared per import (when there is no index to ask). */
-  names?: NameSearch;
-  /** Repeated failures (a Redis outage) logged once per class and interval, not once per row. */
-  failures?: FailureLog;
-  /** Makes sent marks durable before their requests leave, where Redis allows (src/redis/durable.ts). */
-  markSync?: MarkSync;
-  /** Resolves once no rollback is being handled by this process (src/store/rollback.ts). */
-  rollbackSettled?: () => Promise<void>;
   /** Told `import.paused` when a canary pauses its import. */
   notifier?: Pick<Notifier, 'notify'>;
-  /** A card row's sealed cells read again from its unchanged file, when Redis lost them with its job (src/import/cardCells.ts). */
-  reseal?: RowProtocolOptions['reseal'];
-  /** The rollback watch's epoch: a create marked under another value does not leave (src/store/rollback.ts). */
-  markEpoch?: () => number;
 }
 
 /** Ends a worker's name in the fleet (BullMQ's client name) when it cannot open card data. */
@@ -85,34 +54,21 @@ export const NO_CARD_KEY_SUFFIX = ':no-card-key';
  * on a worker without the key to a delayed job.
  */
 export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, unknown, RowQueueJobName> {
-  const { store, queues, logger } = options;
+  const { connection, prefix, queues, lockMs, notifier, ...passed } = options;
+  const { store, logger } = options;
   // Paused, held (a canary) and cancelling imports (src/import/runGate.ts).
-  const gate = createRunGate({ redis: options.connection, store, queues, logger, notifier: options.notifier });
+  const gate = createRunGate({ redis: connection, store, queues, logger, notifier });
   const protocol: RowProtocol = createRowProtocol({
-    store,
-    api: options.api,
-    budget: options.budget,
-    keyring: options.keyring,
-    logger,
-    concurrency: options.concurrency,
-    backoff: options.backoff,
-    guard: options.guard,
-    finder: options.finder,
-    names: options.names,
-    failures: options.failures,
+    ...passed,
     onComplete: (importId, round) => enqueueFinalize(queues, importId, round),
-    markSync: options.markSync,
-    rollbackSettled: options.rollbackSettled,
     runGate: gate,
-    reseal: options.reseal,
-    markEpoch: options.markEpoch,
   });
   /**
    * A run's claim: the key of its job's lock and the token BullMQ holds there for this run. A run whose
    * lock has gone to another (its job stalled and was taken over, or Redis lost the fetch) marks nothing.
    */
   const claimOf = (job: Job, token: string | undefined): RunClaim | undefined =>
-    token === undefined || job.id === undefined ? undefined : { token, lockKey: `${options.prefix}:${ROWS_QUEUE}:${job.id}:lock` };
+    token === undefined || job.id === undefined ? undefined : { token, lockKey: `${prefix}:${ROWS_QUEUE}:${job.id}:lock` };
   // The protocol's delay for a retry, read by the backoff strategy when BullMQ schedules the next attempt.
   const delays = new WeakMap<Error, number>();
 
@@ -243,14 +199,14 @@ export function startRowWorker(options: RowWorkerOptions): Worker<RowQueueData, 
       // Stored on each job it runs (job.processedBy): which process on which machine ran a row; and
       // in its client name, which tells `import --wait` whether any worker of the fleet can open card data.
       name: `${hostname()}:${process.pid}${options.keyring ? '' : NO_CARD_KEY_SUFFIX}`,
-      connection: options.connection,
-      prefix: options.prefix,
+      connection,
+      prefix,
       concurrency: options.concurrency,
-      lockDuration: options.lockMs ?? JOB_LOCK_MS,
+      lockDuration: lockMs ?? JOB_LOCK_MS,
       // Stalled jobs (their worker died) are looked for twice per lock period,
       // and always run again: the ledger makes a re-run safe (it reconciles), so
       // no stall count may fail a row behind the ledger's back.
-      stalledInterval: Math.round((options.lockMs ?? JOB_LOCK_MS) / 2),
+      stalledInterval: Math.round((lockMs ?? JOB_LOCK_MS) / 2),
       maxStalledCount: Number.MAX_SAFE_INTEGER,
       settings: {
         // The protocol's decision (src/api/decision.ts) chose the delay; a row job handed on by its
