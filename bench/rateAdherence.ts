@@ -20,6 +20,7 @@ const SandboxStatsSchema = z.object({
   firstRequestAt: z.number().optional(),
   lastRequestAt: z.number().optional(),
   perSecond: z.array(z.number()),
+  fullestSecond: z.number(),
 });
 
 export interface RateRun {
@@ -32,6 +33,8 @@ export interface RateRun {
   /** Requests in the first second, and the mean of the whole seconds after it (the last, partial, one left out): the start apart from the pace held. */
   firstSecond: number;
   afterFirst: number | undefined;
+  /** The most requests the sandbox received in any 1000 ms: how near the run came to its limit (a 429 at limit + 1). */
+  fullestSecond: number;
 }
 
 /** The first second's requests, and the mean of the whole seconds after it (not the last, which the run ends part-way through). */
@@ -40,9 +43,10 @@ export function startAndPace(perSecond: readonly number[]): { firstSecond: numbe
   return { firstSecond: perSecond[0] ?? 0, afterFirst: whole.length === 0 ? undefined : whole.reduce((a, b) => a + b, 0) / whole.length };
 }
 
-/** "first second N, then X/s": how a run's start and its pace compare. */
-export function describeStart(run: Pick<RateRun, 'firstSecond' | 'afterFirst'>): string {
-  return `first second ${run.firstSecond}, then ${run.afterFirst === undefined ? '?' : run.afterFirst.toFixed(1)}/s`;
+/** "first second N, then X/s": how a run's start and its pace compare; with the fullest sliding second when known. */
+export function describeStart(run: Pick<RateRun, 'firstSecond' | 'afterFirst'> & Partial<Pick<RateRun, 'fullestSecond'>>): string {
+  const fullest = run.fullestSecond === undefined ? '' : `, fullest sliding second ${run.fullestSecond}`;
+  return `first second ${run.firstSecond}, then ${run.afterFirst === undefined ? '?' : run.afterFirst.toFixed(1)}/s${fullest}`;
 }
 
 /**
@@ -52,7 +56,7 @@ export function describeStart(run: Pick<RateRun, 'firstSecond' | 'afterFirst'>):
  * cannot tell a step that meets a 429 one time in six from one that never
  * does.
  */
-export function summariseRuns(runs: ReadonlyArray<Pick<RateRun, 'achieved' | 'rateLimited' | 'requests' | 'firstSecond' | 'afterFirst'>>, limit: number, share: number): { lowest: number; met: number; rateLimited: number; requests: number; each: string } {
+export function summariseRuns(runs: ReadonlyArray<Pick<RateRun, 'achieved' | 'rateLimited' | 'requests' | 'firstSecond' | 'afterFirst'> & Partial<Pick<RateRun, 'fullestSecond'>>>, limit: number, share: number): { lowest: number; met: number; rateLimited: number; requests: number; each: string } {
   const each = runs.map((run) => `${run.achieved.toFixed(1)}${run.rateLimited === 0 ? '' : ` (${run.rateLimited} × 429)`} [${describeStart(run)}]`).join(', ');
   return {
     lowest: runs.length === 0 ? 0 : Math.min(...runs.map((run) => run.achieved)),
@@ -83,7 +87,7 @@ export async function rateRun(file: string, rows: number, limit: number, rate: n
     const stats = SandboxStatsSchema.parse(await (await fetch(`${sandbox.url}/_sandbox/stats`)).json());
     const seconds = ((stats.lastRequestAt ?? 0) - (stats.firstRequestAt ?? 0)) / 1000;
     const learned = await createBudget(bench.runtime.redis, bench.runtime.store.keys, { rate: undefined }).learnedRate();
-    return { achieved: stats.requests / seconds, rateLimited: stats.faults.rateLimited, requests: stats.requests, learned, ...startAndPace(stats.perSecond) };
+    return { achieved: stats.requests / seconds, rateLimited: stats.faults.rateLimited, requests: stats.requests, learned, ...startAndPace(stats.perSecond), fullestSecond: stats.fullestSecond };
   } finally {
     for (const w of workers) w.child.kill('SIGTERM');
     await Promise.all(workers.map((w) => w.exited));

@@ -65,13 +65,23 @@ export interface SandboxStats {
   lastRequestAt: number | undefined;
   /** /json requests received in each whole second since the first (429s included), for a day at most: a rate's start apart from its pace. */
   perSecond: number[];
+  /**
+   * The most /json requests received in any 1000 ms (429s included): what a
+   * limiter of a sliding second compares with its limit, so how near a
+   * client's pace came to a 429.
+   */
+  fullestSecond: number;
 }
 
 /** Seconds `perSecond` counts, at most (a day). */
 export const PER_SECOND_SPAN = 86_400;
 
-/** Counts one request received at `now` (epoch ms) into the stats. */
-export function countRequest(stats: SandboxStats, now: number): void {
+/** Counts one request received at `now` (epoch ms) into the stats; `lastSecond` (kept beside them) finds the fullest second. */
+export function countRequest(stats: SandboxStats, now: number, lastSecond?: SlidingSecond): void {
+  if (lastSecond) {
+    lastSecond.add(now);
+    stats.fullestSecond = Math.max(stats.fullestSecond, lastSecond.countAt(now));
+  }
   stats.requests++;
   stats.firstRequestAt ??= now;
   stats.lastRequestAt = now;
@@ -92,7 +102,33 @@ export function emptyStats(): SandboxStats {
     firstRequestAt: undefined,
     lastRequestAt: undefined,
     perSecond: [],
+    fullestSecond: 0,
   };
+}
+
+/** Times (epoch ms, added in order) within the last 1000 ms. */
+export class SlidingSecond {
+  private readonly times: number[] = [];
+  private head = 0;
+
+  add(now: number): void {
+    this.times.push(now);
+  }
+
+  /** How many lie in (now − 1000, now]; the older ones are dropped. */
+  countAt(now: number): number {
+    while (this.head < this.times.length && (this.times[this.head] ?? 0) <= now - 1000) this.head++;
+    if (this.head > 4096) {
+      this.times.splice(0, this.head);
+      this.head = 0;
+    }
+    return this.times.length - this.head;
+  }
+
+  /** The oldest time held since the last `countAt`. */
+  oldest(): number | undefined {
+    return this.times[this.head];
+  }
 }
 
 /**
@@ -101,21 +137,15 @@ export function emptyStats(): SandboxStats {
  * allows, when the oldest admitted request leaves the window.
  */
 export class SlidingWindowLimiter {
-  private readonly admitted: number[] = [];
-  private head = 0;
+  private readonly admitted = new SlidingSecond();
 
   /** Returns 0 when admitted, else the seconds to wait (at least 1). */
   tryAdmit(limit: number, now: number): number {
-    while (this.head < this.admitted.length && (this.admitted[this.head] ?? 0) <= now - 1000) this.head++;
-    if (this.head > 4096) {
-      this.admitted.splice(0, this.head);
-      this.head = 0;
-    }
-    if (this.admitted.length - this.head < limit) {
-      this.admitted.push(now);
+    if (this.admitted.countAt(now) < limit) {
+      this.admitted.add(now);
       return 0;
     }
-    const oldest = this.admitted[this.head] ?? now;
+    const oldest = this.admitted.oldest() ?? now;
     return Math.max(1, Math.ceil((oldest + 1000 - now) / 1000));
   }
 }

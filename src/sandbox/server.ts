@@ -12,7 +12,7 @@ import {
   UpdatePaymentMethodRequestSchema,
   describeZodError,
 } from '../api/schemas/index.js';
-import { NO_FAULTS, SandboxFaultsPatchSchema, SlidingWindowLimiter, cardEchoMessage, countRequest, emptyStats, type SandboxFaults, type SandboxStats } from './faults.js';
+import { NO_FAULTS, SandboxFaultsPatchSchema, SlidingSecond, SlidingWindowLimiter, cardEchoMessage, countRequest, emptyStats, type SandboxFaults, type SandboxStats } from './faults.js';
 import { SandboxRefusal, createStore, type SandboxStore } from './store.js';
 
 export type { SandboxFaults, SandboxStats } from './faults.js';
@@ -92,6 +92,8 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
   const store = createStore({ seed: options.seed ?? true, seedCustomers: options.seedCustomers, seedRandom: options.seedRandom });
   let faults: SandboxFaults = { ...NO_FAULTS, ...options.faults };
   let stats = emptyStats();
+  // The requests of the last second, beside the stats: their fullest second.
+  let lastSecond = new SlidingSecond();
   const limiter = new SlidingWindowLimiter();
   const random = options.random ?? Math.random;
   const log = options.logger;
@@ -105,7 +107,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     if (!match) return answer(res, 404, { Message: `No such resource: ${url.pathname}` });
     const { route, params } = match;
 
-    countRequest(stats, Date.now());
+    countRequest(stats, Date.now(), lastSecond);
     stats.byEndpoint[route.endpoint] = (stats.byEndpoint[route.endpoint] ?? 0) + 1;
 
     if (faults.latencyMs > 0) await sleep(faults.latencyMs);
@@ -230,6 +232,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     stats: () => structuredClone(stats),
     resetStats() {
       stats = emptyStats();
+      lastSecond = new SlidingSecond();
     },
     intercept(hook) {
       interceptor = hook;

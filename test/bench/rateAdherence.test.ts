@@ -8,6 +8,10 @@ describe("a rate run's start and pace", () => {
     expect(describeStart(run)).toBe('first second 150, then 195.0/s');
   });
 
+  it('gives the fullest sliding second when the sandbox counted it', () => {
+    expect(describeStart({ ...startAndPace([150, 195, 196, 194, 40]), fullestSecond: 199 })).toBe('first second 150, then 195.0/s, fullest sliding second 199');
+  });
+
   it('has no pace when the run is over within two seconds', () => {
     expect(startAndPace([120, 30])).toEqual({ firstSecond: 120, afterFirst: undefined });
     expect(startAndPace([])).toEqual({ firstSecond: 0, afterFirst: undefined });

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { CustomerSchema } from '../../src/api/schemas/index.js';
-import { PER_SECOND_SPAN, SlidingWindowLimiter, countRequest, emptyStats } from '../../src/sandbox/faults.js';
+import { PER_SECOND_SPAN, SlidingSecond, SlidingWindowLimiter, countRequest, emptyStats } from '../../src/sandbox/faults.js';
 import { personAt } from '../../src/sandbox/population.js';
 import { SEED_PAYMENT_METHOD_KEYS } from '../../src/sandbox/seed.js';
 import { startSandbox, type Sandbox } from '../../src/sandbox/server.js';
@@ -28,6 +28,17 @@ describe("the sandbox's request counts", () => {
     expect(stats).toMatchObject({ requests: 7, lastRequestAt: 4_000 });
     expect(stats.perSecond).toEqual([2, 1, 0, 2]);
   });
+
+  it('find the fullest sliding second, which whole seconds can hide', () => {
+    const stats = emptyStats();
+    const lastSecond = new SlidingSecond();
+    // Whole seconds from the first: 4, then 3. From 100 (left out) to 1100: five.
+    for (const at of [10_000, 10_100, 10_200, 10_999, 11_000, 11_099, 11_100]) countRequest(stats, at, lastSecond);
+    expect(stats.perSecond).toEqual([4, 3]);
+    expect(stats.fullestSecond).toBe(5);
+    countRequest(stats, 13_000, lastSecond);
+    expect(stats.fullestSecond).toBe(5);
+  });
 });
 
 describe('sandbox service', () => {
@@ -36,6 +47,17 @@ describe('sandbox service', () => {
     sandbox = await startSandbox({ port: 0 });
   });
   afterAll(() => sandbox.close());
+
+  it('reports its fullest sliding second of requests', async () => {
+    sandbox.resetStats();
+    for (let i = 0; i < 3; i++) await rawRequest(`${sandbox.url}/json/offers/NO-SUCH-OFFER`);
+    const stats = z.object({ requests: z.number(), fullestSecond: z.number() }).parse((await rawRequest(`${sandbox.url}/_sandbox/stats`)).json);
+    expect(stats.requests).toBe(3);
+    // Three requests in a row: in one second on any machine that runs this, but never more than were sent.
+    expect(stats.fullestSecond).toBeGreaterThanOrEqual(1);
+    expect(stats.fullestSecond).toBeLessThanOrEqual(3);
+    sandbox.resetStats();
+  });
 
   it('seeds customers owning the fixed payment-method keys', () => {
     for (const key of SEED_PAYMENT_METHOD_KEYS) expect(sandbox.store.paymentMethod(key)?.CustomerID).toMatch(/^\d+$/);
