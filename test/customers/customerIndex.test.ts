@@ -37,6 +37,8 @@ async function builtOver250(): Promise<{ p: Pipeline; deps: RefreshDeps; built: 
   const { p, deps } = await setUp(250);
   const built = (await refreshFull(deps)).meta;
   if (!built) throw new Error('no index built');
+  // The tests ask for an index newer than Date.now(): one whose last read began in this same ms would pass.
+  while (Date.now() <= built.refreshedAt) await new Promise((resolve) => setTimeout(resolve, 1));
   return { p, deps, built };
 }
 

@@ -4,11 +4,9 @@
  * none was; a screenshot goes to test-output/screenshots/ when Chromium is
  * installed.
  */
-import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
 import { afterEach, describe, expect, it } from 'vitest';
-import { findChromium } from './chromium.js';
+import { CHROMIUM, launchChromium } from './chromium.js';
 import { root } from '../support/cli.js';
 import { startTestDashboard } from '../support/dashboard.js';
 import { startPipeline, type Pipeline } from '../support/pipeline.js';
@@ -34,14 +32,12 @@ describe('queue health: Redis writes', () => {
     const api = (await (await fetch(`${dashboard.url}/api/queue-health`)).json()) as { rollbacks: unknown[] };
     expect(api.rollbacks).toMatchObject([{ from: 3204, imports: ['0123456789abcdef01234567'] }]);
 
-    const executable = findChromium(process.env);
-    if (!executable) return;
-    const browser = await chromium.launch({ executablePath: executable, args: ['--no-sandbox'] });
+    if (CHROMIUM === undefined) return;
+    const dir = path.join(root, 'test-output', 'screenshots');
+    const browser = await launchChromium(dir);
     try {
       const tab = await browser.newPage();
       await tab.goto(`${dashboard.url}/queue-health`);
-      const dir = path.join(root, 'test-output', 'screenshots');
-      await mkdir(dir, { recursive: true });
       await tab.screenshot({ path: path.join(dir, 'queue-health-rollback.png'), fullPage: true });
       expect(await tab.locator('main').textContent()).toContain('Redis lost acknowledged writes');
     } finally {
