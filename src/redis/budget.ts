@@ -18,10 +18,18 @@ import { luaScript } from './script.js';
  *   spaced exactly at the limit reach the service with some jitter (event
  *   loops, GC, the network), and a sliding window then sees one too many;
  * - the learned rate, one for the fleet, beside the clock in Redis: none
- *   until the service first answers 429 (so a service that never does is
- *   never throttled), then additive increase, multiplicative decrease
- *   ({@link ADAPTIVE_RATE}). It is forgotten when no 429 came for
- *   `forgetMs`, so a lifted limit is found again.
+ *   until the service first answers 429, then additive increase,
+ *   multiplicative decrease ({@link ADAPTIVE_RATE}). It is forgotten when no
+ *   429 came for `forgetMs`, so a lifted limit is found again.
+ *
+ * With neither, a fleet that starts (or starts again after
+ * {@link START_IDLE_MS} without a request, or after forgetting a learned
+ * rate) is not let loose at once: its pace starts at `startRate` and doubles
+ * every `startDoublingMs`, unpaced once past `startCeiling` (about 0.4 s by
+ * default). A service that never answers 429 is slowed for that start only;
+ * one with a limit meets it at about twice the limit, with a few requests
+ * out, instead of with every worker's slots filled at once (each such
+ * request a 429).
  *
  * Imports and the export share the one clock: imports reserving far ahead
  * skip some slots as holes, which the export takes (its share, see
@@ -97,6 +105,9 @@ export const budgetLanesKey = (keys: StoreKeys): string => `${keys.budgetTat}:la
 
 /** Late requests the budget let go, by when they went (the last two seconds). */
 export const budgetLateKey = (keys: StoreKeys): string => `${keys.budgetTat}:late`;
+
+/** When the fleet's gentle start began (see {@link AdaptiveRatePolicy.startRate}); gone after {@link START_IDLE_MS} unpaced and idle. */
+export const budgetStartKey = (keys: StoreKeys): string => `${keys.budgetTat}:start`;
 
 /** The holes: slots of the clock the imports skipped, kept for the export (a sorted set by time). */
 export const budgetHolesKey = (keys: StoreKeys): string => `${keys.budgetTat}:holes`;
@@ -196,7 +207,16 @@ export interface AdaptiveRatePolicy {
   cutSpacingMs: number;
   /** The learned rate is forgotten (requests are unpaced again) after this long without a 429. */
   forgetMs: number;
+  /** The first pace of a fleet with no rate known or learned (requests/s); 0: no gentle start, unpaced at once. */
+  startRate: number;
+  /** That pace doubles this often (ms). */
+  startDoublingMs: number;
+  /** Once the doubled pace passes this (requests/s), the fleet is unpaced. */
+  startCeiling: number;
 }
+
+/** A fleet whose budget saw no request with nothing paced for this long starts gently again. */
+export const START_IDLE_MS = 60_000;
 
 export const ADAPTIVE_RATE: AdaptiveRatePolicy = {
   decrease: 0.9,
@@ -204,6 +224,9 @@ export const ADAPTIVE_RATE: AdaptiveRatePolicy = {
   floor: 1,
   cutSpacingMs: 1_000,
   forgetMs: 10 * 60_000,
+  startRate: 50,
+  startDoublingMs: 50,
+  startCeiling: 10_000,
 };
 
 // Redis's clock in ms, with microseconds.
@@ -231,11 +254,12 @@ local function bucketsAt(st, now)
 end
 `;
 
-// KEYS: tat, blocked-until, learned rate, lanes, holes. ARGV: known pace (req/s,
-// 0 = none), answers admitted since this process's last acquire, forget ms,
-// requests sent under a lease since then, lane ('i' imports, 'e' export, ''
+// KEYS: tat, blocked-until, learned rate, lanes, holes, start. ARGV: known pace
+// (req/s, 0 = none), answers admitted since this process's last acquire, forget
+// ms, requests sent under a lease since then, lane ('i' imports, 'e' export, ''
 // other), the export's share floor (used until the feeder writes the share
-// `s`). Returns {ms to wait, slot time, paced 1/0} as strings.
+// `s`), the start's rate (0 = none), doubling ms, ceiling and idle ms. Returns
+// {ms to wait, slot time, paced: 1, 0, or 2 on the start's pace} as strings.
 const ACQUIRE_SCRIPT = `${NOW}${BUCKETS}
 local lane = ARGV[5] or ''
 if lane ~= '' then
@@ -264,6 +288,20 @@ else
 end
 local pace = rate
 if known > 0 and (not pace or known < pace) then pace = known end
+local paced = '1'
+local startRate = tonumber(ARGV[7] or '0')
+if not pace and startRate > 0 then
+  -- No rate known or learned: the pace starts at startRate and doubles, until unpaced past the ceiling.
+  local began = tonumber(redis.call('GET', KEYS[6]) or '')
+  if not began then
+    began = now
+    redis.call('SET', KEYS[6], string.format('%.3f', now), 'PX', tonumber(ARGV[10]))
+  else
+    redis.call('PEXPIRE', KEYS[6], tonumber(ARGV[10]))
+  end
+  local ramp = startRate * 2 ^ ((now - began) / tonumber(ARGV[8]))
+  if ramp < tonumber(ARGV[9]) then pace, paced = ramp, '2' end
+end
 if not pace then return { tostring(start - now), tostring(start), '0' } end
 local slot = math.max(tat, start)
 local spacing = 1000 / pace
@@ -304,7 +342,7 @@ end
 local frontier = math.max(tat, slot + spacing)
 -- Kept a minute past the last reservation (a slow rate may reserve far ahead).
 redis.call('SET', KEYS[1], string.format('%.3f', frontier), 'PX', math.ceil(frontier - now) + 60000)
-return { tostring(slot - now), string.format('%.3f', slot), '1' }
+return { tostring(slot - now), string.format('%.3f', slot), paced }
 `;
 
 // KEYS: tat, blocked-until, learned rate. ARGV: Retry-After ms, known pace
@@ -377,10 +415,18 @@ export interface BudgetOptions {
   exportShare?: number;
 }
 
+/** A reserved slot: the ms until it, when it is, and whether it is paced at the fleet's start. */
+interface Reservation {
+  waitMs: number;
+  at: number;
+  starting?: boolean;
+}
+
 export function createBudget(redis: RedisClient, keys: StoreKeys, options: BudgetOptions): ApiBudget {
   const known = String(options.rate === undefined ? 0 : options.rate * (1 - KNOWN_RATE_MARGIN));
   const policy = options.adaptive ?? ADAPTIVE_RATE;
-  const budgetKeys = [keys.budgetTat, keys.budgetBlockedUntil, keys.budgetRate, budgetLanesKey(keys), budgetHolesKey(keys)];
+  const budgetKeys = [keys.budgetTat, keys.budgetBlockedUntil, keys.budgetRate, budgetLanesKey(keys), budgetHolesKey(keys), budgetStartKey(keys)];
+  const startArgs = [policy.startRate, policy.startDoublingMs, policy.startCeiling, START_IDLE_MS].map(String);
   const lane = LANE[options.class ?? 'other'];
   const exportShare = String(Math.min(1, Math.max(0, options.exportShare ?? DEFAULT_EXPORT_SHARE)));
   // Answers admitted, and requests sent under a lease, since this process last reported: sent with its next acquire.
@@ -390,9 +436,11 @@ export function createBudget(redis: RedisClient, keys: StoreKeys, options: Budge
   let leaseUntil = 0;
 
   // The one acquire under way that may renew the lease: requests meanwhile wait for it, not each for its own.
-  let renewing: Promise<{ waitMs: number; at: number }> | undefined;
+  let renewing: Promise<Reservation> | undefined;
   // What the last acquire found: paced, every request reserves its own slot.
   let unpaced = false;
+  // When this process last met a 429 (its clock): slots reserved at the start's pace before it are not used.
+  let rateLimitedAt = 0;
   const lateKeys = [budgetLateKey(keys)];
   const lateArgs = [String(lateRoom(options.rate)), String(LATE_MAX_MS)];
 
@@ -402,26 +450,26 @@ export function createBudget(redis: RedisClient, keys: StoreKeys, options: Budge
   }
 
   /** One acquire script call, counting this request; an unpaced answer renews the lease. */
-  async function acquireOnce(): Promise<{ waitMs: number; at: number }> {
+  async function acquireOnce(): Promise<Reservation> {
     const report = [String(admitted), String(leasedSent)] as const;
     admitted = 0;
     leasedSent = 0;
-    const reply = await acquireScript.run(redis, budgetKeys, [known, report[0], String(policy.forgetMs), report[1], lane, exportShare]);
+    const reply = await acquireScript.run(redis, budgetKeys, [known, report[0], String(policy.forgetMs), report[1], lane, exportShare, ...startArgs]);
     const [wait, at, paced] = Array.isArray(reply) ? reply.map(Number) : [];
     const waitMs = Math.max(0, Math.ceil(wait ?? 0));
     unpaced = paced === 0 && waitMs === 0;
     if (unpaced) leaseUntil = Date.now() + UNPACED_LEASE_MS;
-    return { waitMs, at: at ?? 0 };
+    return { waitMs, at: at ?? 0, starting: paced === 2 };
   }
 
-  function renew(): Promise<{ waitMs: number; at: number }> {
+  function renew(): Promise<Reservation> {
     renewing ??= acquireOnce().finally(() => {
       renewing = undefined;
     });
     return renewing;
   }
 
-  async function reserve(): Promise<{ waitMs: number; at: number }> {
+  async function reserve(): Promise<Reservation> {
     const now = Date.now();
     if (now < leaseUntil) {
       // Near its end, the lease is renewed while this request goes: the acquire counts it, and no
@@ -451,8 +499,11 @@ export function createBudget(redis: RedisClient, keys: StoreKeys, options: Budge
       for (let retry = 0; ; retry++) {
         // Measured from before the ask: a reply that comes back late counts as lateness too.
         const asked = Date.now();
-        const { waitMs, at } = await reserve();
+        const { waitMs, at, starting } = await reserve();
         if (waitMs > 0) await sleep(waitMs);
+        // A 429 met while the fleet was starting: the service's window is full, and this slot was reserved
+        // before the cut and the block; it asks again, and goes after them.
+        if (starting === true && rateLimitedAt >= asked) continue;
         if (unpaced || retry >= LATE_RETRIES || Date.now() - (asked + waitMs) <= LATE_SLOT_MS) return;
         if (await lateMayGo(at)) return;
       }
@@ -462,6 +513,7 @@ export function createBudget(redis: RedisClient, keys: StoreKeys, options: Budge
     },
     async block(retryAfterMs) {
       // This process stops going unasked, and its unreported figures count in the cut.
+      rateLimitedAt = Date.now();
       leaseUntil = 0;
       unpaced = false;
       const args = [retryAfterMs ?? DEFAULT_RETRY_AFTER_MS, known, policy.decrease, policy.increase, policy.floor, policy.cutSpacingMs, policy.forgetMs, leasedSent, admitted];

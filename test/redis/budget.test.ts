@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ADAPTIVE_RATE, KNOWN_RATE_MARGIN, LATE_SLOT_MS, UNPACED_LEASE_MS, budgetUse, createBudget, type AdaptiveRatePolicy, type ApiBudget } from '../../src/redis/budget.js';
+import { ADAPTIVE_RATE, KNOWN_RATE_MARGIN, LATE_SLOT_MS, START_IDLE_MS, UNPACED_LEASE_MS, budgetStartKey, budgetUse, createBudget, type AdaptiveRatePolicy, type ApiBudget } from '../../src/redis/budget.js';
 import { storeKeys } from '../../src/redis/keys.js';
 import { REDIS_URL, deleteKeys, until } from '../support/pipeline.js';
 
@@ -16,11 +16,14 @@ afterEach(async () => {
   await deleteKeys(prefix);
 });
 
+/** The policy without the gentle start: unpaced from the first request, as the tests of the lease and the cut need. */
+const AT_ONCE: AdaptiveRatePolicy = { ...ADAPTIVE_RATE, startRate: 0 };
+
 function budgets(count: number, options: { rate?: number; adaptive?: AdaptiveRatePolicy } = {}): ApiBudget[] {
   return Array.from({ length: count }, () => {
     const redis = new Redis(REDIS_URL);
     connections.push(redis);
-    return createBudget(redis, storeKeys(prefix), { rate: options.rate, adaptive: options.adaptive });
+    return createBudget(redis, storeKeys(prefix), { rate: options.rate, adaptive: options.adaptive ?? AT_ONCE });
   });
 }
 
@@ -83,6 +86,38 @@ describe('the fleet-wide API budget', () => {
     expect(await budget!.learnedRate()).toBeUndefined();
   });
 
+  it('with no rate known or learned, the fleet starts at startRate and doubles it until unpaced past the ceiling', async () => {
+    const [first, second] = budgets(2, { adaptive: { ...ADAPTIVE_RATE, startRate: 100, startDoublingMs: 100, startCeiling: 400 } });
+    const slots = [await first!.reserve(), await second!.reserve(), await first!.reserve(), await second!.reserve()];
+    // Both processes draw from one pace of about 100/s: slots about 10 ms apart (a little less as it doubles).
+    for (let i = 1; i < slots.length; i++) {
+      const gap = slots[i]!.at - slots[i - 1]!.at;
+      expect(gap).toBeGreaterThan(7);
+      expect(gap).toBeLessThanOrEqual(10.01);
+    }
+    const ttl = await connections[0]!.pttl(budgetStartKey(storeKeys(prefix)));
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(START_IDLE_MS);
+    // Two doublings later the pace is past the ceiling: unpaced, under a lease.
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    const later = await Promise.all(Array.from({ length: 20 }, () => first!.reserve()));
+    expect(later.every((r) => r.waitMs === 0)).toBe(true);
+    expect(await first!.learnedRate()).toBeUndefined();
+  });
+
+  it('a 429 while the fleet starts: the slots reserved before it are asked for again, and go after the block', async () => {
+    const [budget] = budgets(1, { adaptive: { ...ADAPTIVE_RATE, startRate: 20, startDoublingMs: 10_000 } });
+    const began = Date.now();
+    // Five requests reserve slots 50 ms apart; the first goes at once.
+    const went = Array.from({ length: 5 }, () => budget!.acquire().then(() => Date.now() - began));
+    expect(await went[0]).toBeLessThan(40);
+    // The service's window is full: a 429 with a Retry-After of a second blocks the fleet.
+    await budget!.block(1000);
+    const rest = await Promise.all(went.slice(1));
+    // Without asking again they would have gone at about 50, 100, 150 and 200 ms, into the full window.
+    for (const ms of rest) expect(ms).toBeGreaterThanOrEqual(990);
+  });
+
   it('unpaced, a lease lets a process send without asking Redis each time, and its 429 reports what it sent', async () => {
     const [budget] = budgets(1);
     const learned = storeKeys(prefix).budgetRate;
@@ -109,7 +144,7 @@ describe('the fleet-wide API budget', () => {
         };
       },
     });
-    const budget = createBudget(counting, storeKeys(prefix), { rate: undefined });
+    const budget = createBudget(counting, storeKeys(prefix), { rate: undefined, adaptive: AT_ONCE });
     await budget.reserve();
     expect(acquires).toBe(1);
     // The lease runs out (it lives UNPACED_LEASE_MS on this process's clock).
