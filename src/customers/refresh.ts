@@ -175,17 +175,40 @@ async function readTail(
  * lost, or a customer made elsewhere, leaves it longer: then undefined, and
  * the stretch is read (the last page's request is the cost, unless too few
  * own creates are past `after` to fill the stretch: then none is read).
+ *
+ * A create the service has answered is counted only once its row settles
+ * (settles are gathered): during a fast import the newest creates of the
+ * listing are not counted yet. A count that comes out short, but not
+ * nothing, is taken again {@link OWN_CREATES_RECOUNTS} times,
+ * {@link OWN_CREATES_RECOUNT_MS} apart, before the stretch is read.
  */
 async function ownCreatesOnly(deps: RefreshDeps, gen: number, at: { skip: number; listed: number; after: string }): Promise<{ skip: number; page: SearchCustomersResponse } | undefined> {
   // One short of a full page, so that this page shows the listing's end (a full one would need one more read).
   const skip = at.listed - SEARCH_PAGE_SIZE + 1;
+  const stretch = skip - at.skip;
   // Too few own creates past the last one read to fill the stretch: no request is spent on the last page.
-  if (((await deps.index.ownCreatesBetween(gen, at.after)) ?? 0) < skip - at.skip) return undefined;
+  if (!(await countReaches(() => deps.index.ownCreatesBetween(gen, at.after), stretch))) return undefined;
   const page = await searchPage(deps, { contains: '', skip, take: SEARCH_PAGE_SIZE });
   const before = page.Customers[0]?.CustomerID;
   if (before === undefined || compareIds(before, at.after) <= 0) return undefined;
-  const own = await deps.index.ownCreatesBetween(gen, at.after, before);
-  return own === skip - at.skip ? { skip, page } : undefined;
+  // Never more than the stretch: every own create between the two is in it.
+  return (await countReaches(() => deps.index.ownCreatesBetween(gen, at.after, before), stretch)) ? { skip, page } : undefined;
+}
+
+/** How many times a short count of own creates is taken again (see {@link ownCreatesOnly}). */
+export const OWN_CREATES_RECOUNTS = 3;
+
+/** How long apart: longer than the settles' gathering (40 ms) and their call. */
+export const OWN_CREATES_RECOUNT_MS = 50;
+
+/** Whether `count` reaches `target`, counted again while it comes out short but not nothing. */
+async function countReaches(count: () => Promise<number | undefined>, target: number): Promise<boolean> {
+  for (let recounts = 0; ; recounts++) {
+    const counted = (await count()) ?? 0;
+    if (counted >= target) return true;
+    if (counted === 0 || recounts >= OWN_CREATES_RECOUNTS) return false;
+    await sleep(OWN_CREATES_RECOUNT_MS);
+  }
 }
 
 /**

@@ -173,6 +173,41 @@ describe('the customer index', () => {
     expect(await p.runtime.redis.zcard(ownKey)).toBe(0);
   });
 
+  it('a delta counts its own creates again when the newest have not settled yet: it still reads the first and last pages only', async () => {
+    // 450 own creates; 150 of them answered by the service but not settled (their index writes gathered) when the
+    // delta first counts: too few to fill the stretch between the first page and the last, until they land.
+    const { p, deps, built } = await builtOver250();
+    const own = makeOwn(p, 0, 450);
+    await learnCreates(p, own.slice(0, 300));
+    p.sandbox.resetStats();
+    const settling = new Promise((resolve) => setTimeout(resolve, 30)).then(() => learnCreates(p, own.slice(300)));
+    const meta = await currentIndex(deps, Date.now());
+    await settling;
+    expect(p.sandbox.stats().byEndpoint).toEqual({ searchCustomers: 2 });
+    await expectIndexed(p, built, meta, own);
+  });
+
+  it('a delta counts again when own creates within the stretch settle after its last page was read', async () => {
+    // Enough own creates past the first page to try the last page, but 20 in the middle of the stretch still settling.
+    const { p, deps, built } = await builtOver250();
+    const own = makeOwn(p, 0, 450);
+    await learnCreates(p, [...own.slice(0, 200), ...own.slice(220)]);
+    p.sandbox.resetStats();
+    let learnt: Promise<void> | undefined;
+    const index = {
+      ...p.runtime.customers,
+      ownCreatesBetween: async (...args: Parameters<typeof p.runtime.customers.ownCreatesBetween>) => {
+        // The count between the two pages (it has an upper bound) finds them short; they land 30 ms later.
+        if (args[2] !== undefined) learnt ??= new Promise((resolve) => setTimeout(resolve, 30)).then(() => learnCreates(p, own.slice(200, 220)));
+        return p.runtime.customers.ownCreatesBetween(...args);
+      },
+    };
+    await refreshDelta({ ...deps, index });
+    expect(learnt).toBeDefined();
+    expect(p.sandbox.stats().byEndpoint).toEqual({ searchCustomers: 2 });
+    await expectIndexed(p, built, await p.runtime.customers.meta({ fresh: true }), own);
+  });
+
   it('counts the set of its own creates in the Redis memory it reports', async () => {
     const { p, built } = await builtOver250();
     await learnCreates(p, makeOwn(p, 0, 300));
