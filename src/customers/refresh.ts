@@ -28,6 +28,7 @@ import pLimit from 'p-limit';
 import type { Customer, SearchCustomersResponse } from '../api/schemas/index.js';
 import { compareIds } from './search.js';
 import { SEARCH_PAGE_SIZE } from '../policy.js';
+import { GATHER_MS, SETTLE_GATHER_MS } from '../redis/coalesce.js';
 import type { RedisClient } from '../redis/redis.js';
 import { DEFAULT_INDEXED_FIELDS, READ_TO_END_FIRST, type CustomerIndex, type IndexMeta, type OpenBuild } from './customerIndex.js';
 import { searchPage, type SearchDeps } from './search.js';
@@ -187,26 +188,25 @@ async function ownCreatesOnly(deps: RefreshDeps, gen: number, at: { skip: number
   const skip = at.listed - SEARCH_PAGE_SIZE + 1;
   const stretch = skip - at.skip;
   // Too few own creates past the last one read to fill the stretch: no request is spent on the last page.
-  if (!(await countReaches(() => deps.index.ownCreatesBetween(gen, at.after), stretch))) return undefined;
+  if ((await settledCount(() => deps.index.ownCreatesBetween(gen, at.after), stretch)) < stretch) return undefined;
   const page = await searchPage(deps, { contains: '', skip, take: SEARCH_PAGE_SIZE });
   const before = page.Customers[0]?.CustomerID;
   if (before === undefined || compareIds(before, at.after) <= 0) return undefined;
-  // Never more than the stretch: every own create between the two is in it.
-  return (await countReaches(() => deps.index.ownCreatesBetween(gen, at.after, before), stretch)) ? { skip, page } : undefined;
+  const own = await settledCount(() => deps.index.ownCreatesBetween(gen, at.after, before), stretch);
+  return own === stretch ? { skip, page } : undefined;
 }
 
 /** How many times a short count of own creates is taken again (see {@link ownCreatesOnly}). */
 export const OWN_CREATES_RECOUNTS = 3;
 
-/** How long apart: longer than the settles' gathering (40 ms) and their call. */
-export const OWN_CREATES_RECOUNT_MS = 50;
+/** How long apart: the settles' gathering and one call more. */
+export const OWN_CREATES_RECOUNT_MS = SETTLE_GATHER_MS + GATHER_MS;
 
-/** Whether `count` reaches `target`, counted again while it comes out short but not nothing. */
-async function countReaches(count: () => Promise<number | undefined>, target: number): Promise<boolean> {
+/** `count`, taken again while it comes out short of `target` but not nothing; the last count. */
+async function settledCount(count: () => Promise<number | undefined>, target: number): Promise<number> {
   for (let recounts = 0; ; recounts++) {
     const counted = (await count()) ?? 0;
-    if (counted >= target) return true;
-    if (counted === 0 || recounts >= OWN_CREATES_RECOUNTS) return false;
+    if (counted >= target || counted === 0 || recounts >= OWN_CREATES_RECOUNTS) return counted;
     await sleep(OWN_CREATES_RECOUNT_MS);
   }
 }

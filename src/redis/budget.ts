@@ -49,7 +49,7 @@ export interface ApiBudget {
   /** Waits for this process's turn to send one request. */
   acquire(): Promise<void>;
   /** Reserves the next slot without waiting: the ms until it (0 = now) and when it is, on Redis's clock (this process's, under an unpaced lease). */
-  reserve(): Promise<{ waitMs: number; at: number }>;
+  reserve(): Promise<Reservation>;
   /** Told of every finished call (the API client's `onCall`): answers other than a rate limit's are what the service admitted. */
   observe(call: Pick<ApiCall, 'status'> & Partial<Pick<ApiCall, 'error'>>): void;
   /**
@@ -416,7 +416,7 @@ export interface BudgetOptions {
 }
 
 /** A reserved slot: the ms until it, when it is, and whether it is paced at the fleet's start. */
-interface Reservation {
+export interface Reservation {
   waitMs: number;
   at: number;
   starting?: boolean;

@@ -55,3 +55,12 @@ export function coalesce<T, R>(flush: (key: string, items: T[]) => Promise<R[]>,
  * then a row's wait would be a request not sent.
  */
 export const GATHER_MS = 10;
+
+/**
+ * How long the row protocol gathers settles while rows wait for a slot. A
+ * settled row has left its admitted place already, so the wait delays only
+ * when its job (or batch) completes, by a small part of the time a batch
+ * runs. A create's CustomerID reaches the customer index's set of own creates
+ * with its settle, so this long after its answer at most.
+ */
+export const SETTLE_GATHER_MS = 4 * GATHER_MS;

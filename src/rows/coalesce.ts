@@ -2,7 +2,7 @@ import type { ApiClient } from '../api/client.js';
 import { MarkInDoubtError } from '../store/rollback.js';
 
 // Rows' ledger writes are gathered so; the guard's claims too, a layer below (hence its place).
-export { coalesce, GATHER_MS } from '../redis/coalesce.js';
+export { coalesce, GATHER_MS, SETTLE_GATHER_MS } from '../redis/coalesce.js';
 
 /**
  * A count of slots taken in turn (first come, first served): the row worker

@@ -17,7 +17,7 @@ import { planOf } from '../store/plan.js';
 import { NO_FIGURES, type ImportRecord, type ImportStore, type MarkResult, type RunClaim, type RunFigures } from '../store/importStore.js';
 import type { MarkSync } from '../redis/durable.js';
 import { entryWith, isSettled, outcomeOf, withOutcome, type LedgerEntry } from '../store/ledger.js';
-import { coalesce, GATHER_MS, slottedApi, Slots } from './coalesce.js';
+import { coalesce, GATHER_MS, SETTLE_GATHER_MS, slottedApi, Slots } from './coalesce.js';
 import { decide, mayHaveAppliedNote, notFoundNote, provenNotApplied, reasonOf, type Decision } from '../api/decision.js';
 import { countedApi, noCalls, type CallFigures } from './figures.js';
 import { RowUnrunnableError, type BatchInput, type BatchPort, type BatchResult, type RowJobInput, type RowJobPort, type RowJobResult, type RowRunGate } from './interfaces.js';
@@ -721,10 +721,3 @@ function addTo(total: RunFigures, figures: CallFigures & Partial<RunFigures>): v
  * these, and batches take the rows not started back.
  */
 const ADMITTED_PER_SLOT = 4;
-
-/**
- * How long settles are gathered while rows wait for a slot. A settled row
- * has left its admitted place already, so the wait delays only when its job
- * (or batch) completes, by a small part of the time a batch runs.
- */
-const SETTLE_GATHER_MS = 4 * GATHER_MS;
