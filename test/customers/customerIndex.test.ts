@@ -32,14 +32,22 @@ async function setUp(customers: number): Promise<{ p: Pipeline; deps: RefreshDep
   return { p, deps: { api, budget: noBudget, index: p.runtime.customers, redis: p.runtime.redis, prefix: p.prefix } };
 }
 
+/**
+ * A full build, once the clock has passed its last read: the tests then ask
+ * for an index newer than Date.now(), and one whose last read began in that
+ * same ms would pass.
+ */
+async function buildPast(deps: RefreshDeps): Promise<IndexMeta> {
+  const built = (await refreshFull(deps)).meta;
+  if (!built) throw new Error('no index built');
+  while (Date.now() <= built.refreshedAt) await new Promise((resolve) => setTimeout(resolve, 1));
+  return built;
+}
+
 /** An index built over 250 customers. */
 async function builtOver250(): Promise<{ p: Pipeline; deps: RefreshDeps; built: IndexMeta }> {
   const { p, deps } = await setUp(250);
-  const built = (await refreshFull(deps)).meta;
-  if (!built) throw new Error('no index built');
-  // The tests ask for an index newer than Date.now(): one whose last read began in this same ms would pass.
-  while (Date.now() <= built.refreshedAt) await new Promise((resolve) => setTimeout(resolve, 1));
-  return { p, deps, built };
+  return { p, deps, built: await buildPast(deps) };
 }
 
 /** An index built over 250 customers, then `count` customers created after it (last name `name`). */
@@ -97,7 +105,7 @@ describe('the customer index', () => {
 
   it('a delta reads only the end of the listing: the customers created since, in one request', async () => {
     const { p, deps } = await setUp(250);
-    await refreshFull(deps);
+    await buildPast(deps);
     const added = ['Ada', 'Bo', 'Cy'].map((name) => p.sandbox.store.createCustomer(customerInput({ FirstName: name, LastName: 'Later', EmailAddress: `${name}@later.example` })));
     p.sandbox.resetStats();
     const meta = await currentIndex(deps, Date.now());
@@ -285,7 +293,7 @@ describe('the customer index', () => {
 
   it('a delta that read from an end Redis has since lost moves no end: the next one reads the customers in between', async () => {
     const { p, deps } = await setUp(250);
-    await refreshFull(deps);
+    await buildPast(deps);
     const metaKey = `${p.prefix}:cix`;
     const before = await p.runtime.redis.hgetall(metaKey);
     // A delta reads the customers created since and moves the end; then Redis comes back without that delta (its meta
