@@ -1,12 +1,12 @@
-import { mkdir, readdir } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type Browser, type Page } from 'playwright-core';
+import { afterEach, describe, expect, it } from 'vitest';
 import type { Dashboard } from '../../src/dashboard/server.js';
 import { enqueueExport } from '../../src/export/job.js';
 import { scheduleExport } from '../../src/export/schedule.js';
 import { root } from '../support/cli.js';
-import { CHROMIUM_HINT, findChromium, reloadPage, underCi } from './chromium.js';
+import { browserTestRuns, reloadPage, suiteBrowser } from './chromium.js';
 import { startTestDashboard, TOKEN } from '../support/dashboard.js';
 import { importAndFinish, SIGNUPS_CSV, waitFinished } from '../support/imports.js';
 import { redisText, startPipeline, until, type Pipeline } from '../support/pipeline.js';
@@ -19,11 +19,9 @@ import { redisText, startPipeline, until, type Pipeline } from '../support/pipel
  * under CI (CI=true), where it must run and fails without one.
  */
 const SCREENSHOTS = path.join(root, 'test-output', 'screenshots');
-const CHROMIUM = findChromium(process.env);
-const RUN = CHROMIUM !== undefined || underCi(process.env);
-if (!RUN) process.stderr.write(`skipping the dashboard's browser test: ${CHROMIUM_HINT}\n`);
+const RUN = browserTestRuns("the dashboard's browser test");
 
-let browser: Browser | undefined;
+let browser: () => Browser;
 let pipeline: Pipeline | undefined;
 
 async function shot(page: Page, name: string): Promise<void> {
@@ -31,18 +29,7 @@ async function shot(page: Page, name: string): Promise<void> {
 }
 
 describe.runIf(RUN)('dashboard in a browser', () => {
-  beforeAll(async () => {
-    if (CHROMIUM === undefined) throw new Error(`CI=true and ${CHROMIUM_HINT}`);
-    await mkdir(SCREENSHOTS, { recursive: true });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-    });
-  });
-  afterAll(async () => {
-    await browser?.close();
-  });
+  browser = suiteBrowser(SCREENSHOTS);
   afterEach(async () => {
     await pipeline?.close();
     pipeline = undefined;
@@ -54,7 +41,7 @@ describe.runIf(RUN)('dashboard in a browser', () => {
     const file = await pipeline.file('missing.csv', 'CustomerID,EmailAddress\n999991,a@example.com\n999992,b@example.com\n999993,not-an-email\n');
     const status = await importAndFinish(pipeline, file);
     expect(status.counts).toMatchObject({ failed: 2, invalid: 1 });
-    const context = await browser!.newContext({ viewport: { width: 1360, height: 900 }, extraHTTPHeaders: { authorization: `Bearer ${TOKEN}` } });
+    const context = await browser().newContext({ viewport: { width: 1360, height: 900 }, extraHTTPHeaders: { authorization: `Bearer ${TOKEN}` } });
     const page = await context.newPage();
     try {
       await page.goto(`${dashboard.url}/imports/${status.importId}`);
@@ -86,7 +73,7 @@ describe.runIf(RUN)('dashboard in a browser', () => {
       await response.body?.cancel();
     }
 
-    const context = await browser!.newContext({ viewport: { width: 1360, height: 900 } });
+    const context = await browser().newContext({ viewport: { width: 1360, height: 900 } });
     const page = await context.newPage();
     try {
       const first = await page.goto(`${dashboard.url}/`);

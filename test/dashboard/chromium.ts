@@ -8,6 +8,7 @@ import { accessSync, constants, statSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll } from 'vitest';
 
 export const CHROMIUM_NAMES = ['chromium', 'chromium-browser', 'google-chrome', 'google-chrome-stable'] as const;
 
@@ -56,6 +57,25 @@ export async function launchChromium(screenshots: string): Promise<Browser> {
   if (CHROMIUM === undefined) throw new Error(`CI=true and ${CHROMIUM_HINT}`);
   await mkdir(screenshots, { recursive: true });
   return chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+}
+
+/**
+ * The browser of a describe's tests: launched before the first (the
+ * screenshots' folder made) and closed after the last. Call it inside the
+ * describe; the getter throws if a test runs before the launch.
+ */
+export function suiteBrowser(screenshots: string): () => Browser {
+  let browser: Browser | undefined;
+  beforeAll(async () => {
+    browser = await launchChromium(screenshots);
+  });
+  afterAll(async () => {
+    await browser?.close();
+  });
+  return () => {
+    if (browser === undefined) throw new Error('the browser is not launched yet');
+    return browser;
+  };
 }
 
 /**

@@ -8,30 +8,25 @@
  */
 import path from 'node:path';
 import { type Browser, type Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { importFile } from '../../src/import/producer.js';
 import { importStatus } from '../../src/import/status.js';
 import { root } from '../support/cli.js';
 import { startTestDashboard, TOKEN } from '../support/dashboard.js';
 import { importAndFinish, SIGNUPS_CSV, waitFinished } from '../support/imports.js';
 import { startPipeline, until, type Pipeline } from '../support/pipeline.js';
-import { browserTestRuns, launchChromium, reloadPage } from './chromium.js';
+import { browserTestRuns, suiteBrowser, reloadPage } from './chromium.js';
 
 const SCREENSHOTS = path.join(root, 'test-output', 'screenshots');
 const RUN = browserTestRuns('the history browser test');
 
-let browser: Browser | undefined;
+let browser: () => Browser;
 let pipeline: Pipeline | undefined;
 
 const shot = (page: Page, name: string): Promise<Buffer> => page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
 
 describe.runIf(RUN)('history, charts and search in a browser', () => {
-  beforeAll(async () => {
-    browser = await launchChromium(SCREENSHOTS);
-  });
-  afterAll(async () => {
-    await browser?.close();
-  });
+  browser = suiteBrowser(SCREENSHOTS);
   afterEach(async () => {
     await pipeline?.close();
     pipeline = undefined;
@@ -48,7 +43,7 @@ describe.runIf(RUN)('history, charts and search in a browser', () => {
     expect(started.outcome).toBe('enqueued');
     const id = started.importId;
 
-    const context = await browser!.newContext({ viewport: { width: 1360, height: 900 }, extraHTTPHeaders: { authorization: `Bearer ${TOKEN}` } });
+    const context = await browser().newContext({ viewport: { width: 1360, height: 900 }, extraHTTPHeaders: { authorization: `Bearer ${TOKEN}` } });
     const page = await context.newPage();
     try {
       // Running: some rows settled, not all.

@@ -7,12 +7,12 @@
  */
 import path from 'node:path';
 import { type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { recordAudit } from '../../src/audit/trail.js';
 import { AUDIT_PAGE_SIZE } from '../../src/dashboard/audit.js';
 import { startDashboard, type Dashboard } from '../../src/dashboard/server.js';
 import { root } from '../support/cli.js';
-import { browserTestRuns, launchChromium, reloadPage } from './chromium.js';
+import { browserTestRuns, suiteBrowser, reloadPage } from './chromium.js';
 import { importAndFinish } from '../support/imports.js';
 import { startPipeline, type Pipeline } from '../support/pipeline.js';
 
@@ -23,13 +23,13 @@ const VIEWER = 'viewer-token-0123456789';
 const OPERATOR = 'operator-token-0123456789';
 const ADMIN = 'admin-token-0123456789abc';
 
-let browser: Browser | undefined;
+let browser: () => Browser;
 let pipeline: Pipeline | undefined;
 
 const shot = (page: Page, name: string): Promise<Buffer> => page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
 
 async function loggedIn(dashboard: Dashboard, token: string): Promise<{ context: BrowserContext; page: Page }> {
-  const context = await browser!.newContext({ viewport: { width: 1360, height: 900 } });
+  const context = await browser().newContext({ viewport: { width: 1360, height: 900 } });
   const page = await context.newPage();
   await page.goto(`${dashboard.url}/login`);
   await page.fill('input[name="token"]', token);
@@ -39,12 +39,7 @@ async function loggedIn(dashboard: Dashboard, token: string): Promise<{ context:
 }
 
 describe.runIf(RUN)('roles and the audit trail in a browser', () => {
-  beforeAll(async () => {
-    browser = await launchChromium(SCREENSHOTS);
-  });
-  afterAll(async () => {
-    await browser?.close();
-  });
+  browser = suiteBrowser(SCREENSHOTS);
   afterEach(async () => {
     await pipeline?.close();
     pipeline = undefined;

@@ -1,12 +1,12 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { type Browser, type Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { importFile } from '../../src/import/producer.js';
 import { importStatus } from '../../src/import/status.js';
 import { startWorkers } from '../../src/runtime.js';
 import { root } from '../support/cli.js';
-import { browserTestRuns, launchChromium } from './chromium.js';
+import { browserTestRuns, suiteBrowser } from './chromium.js';
 import { startDashboard } from '../../src/dashboard/server.js';
 import { startTestDashboard, TOKEN } from '../support/dashboard.js';
 import { waitFinished } from '../support/imports.js';
@@ -19,7 +19,7 @@ import { startPipeline, type Pipeline } from '../support/pipeline.js';
 const SCREENSHOTS = path.join(root, 'test-output', 'screenshots');
 const RUN = browserTestRuns("the dashboard's run-control browser test");
 
-let browser: Browser | undefined;
+let browser: () => Browser;
 let pipeline: Pipeline | undefined;
 
 async function shot(page: Page, name: string): Promise<void> {
@@ -27,12 +27,7 @@ async function shot(page: Page, name: string): Promise<void> {
 }
 
 describe.runIf(RUN)('pause, resume and cancel from the dashboard', () => {
-  beforeAll(async () => {
-    browser = await launchChromium(SCREENSHOTS);
-  });
-  afterAll(async () => {
-    await browser?.close();
-  });
+  browser = suiteBrowser(SCREENSHOTS);
   afterEach(async () => {
     await pipeline?.close();
     pipeline = undefined;
@@ -50,7 +45,7 @@ describe.runIf(RUN)('pause, resume and cancel from the dashboard', () => {
     expect(result.outcome).toBe('enqueued');
     const id = result.importId;
 
-    const context = await browser!.newContext({ viewport: { width: 1360, height: 900 }, extraHTTPHeaders: { authorization: `Bearer ${TOKEN}` } });
+    const context = await browser().newContext({ viewport: { width: 1360, height: 900 }, extraHTTPHeaders: { authorization: `Bearer ${TOKEN}` } });
     const page = await context.newPage();
     try {
       await page.goto(`${dashboard.url}/imports/${id}`);

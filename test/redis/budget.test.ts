@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ADAPTIVE_RATE, KNOWN_RATE_MARGIN, LATE_SLOT_MS, START_IDLE_MS, UNPACED_LEASE_MS, budgetStartKey, budgetUse, createBudget, type AdaptiveRatePolicy, type ApiBudget } from '../../src/redis/budget.js';
 import { storeKeys } from '../../src/redis/keys.js';
 import { REDIS_URL, deleteKeys, until } from '../support/pipeline.js';
+import { mostInWindow } from '../support/slots.js';
 
 // Each test: its own key prefix, and one Redis connection per budget, as separate processes would have.
 let prefix = '';
@@ -35,17 +36,6 @@ async function sendAdmitted(budget: ApiBudget, count: number): Promise<number[]>
     budget.observe({ status: 200 });
   }
   return slots;
-}
-
-/** The most slots in any window of `ms` (closed at its start, open at its end, as the sandbox's sliding second). */
-function mostInWindow(slots: number[], ms: number): number {
-  const sorted = [...slots].sort((a, b) => a - b);
-  let most = 0;
-  for (let i = 0, j = 0; i < sorted.length; i++) {
-    while ((sorted[j] ?? 0) <= (sorted[i] ?? 0) - ms) j++;
-    most = Math.max(most, i - j + 1);
-  }
-  return most;
 }
 
 describe('the fleet-wide API budget', () => {

@@ -1,9 +1,9 @@
 import path from 'node:path';
 import { type Browser } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { importFile } from '../../src/import/producer.js';
 import { root } from '../support/cli.js';
-import { browserTestRuns, launchChromium } from '../dashboard/chromium.js';
+import { browserTestRuns, suiteBrowser } from '../dashboard/chromium.js';
 import { startTestDashboard, TOKEN } from '../support/dashboard.js';
 import { startPipeline, type Pipeline } from '../support/pipeline.js';
 
@@ -11,16 +11,11 @@ import { startPipeline, type Pipeline } from '../support/pipeline.js';
 const SCREENSHOTS = path.join(root, 'test-output', 'screenshots');
 const RUN = browserTestRuns("the dashboard's browser test");
 
-let browser: Browser | undefined;
+let browser: () => Browser;
 let pipeline: Pipeline | undefined;
 
 describe.runIf(RUN)('the imports page while imports share the budget', () => {
-  beforeAll(async () => {
-    browser = await launchChromium(SCREENSHOTS);
-  });
-  afterAll(async () => {
-    await browser?.close();
-  });
+  browser = suiteBrowser(SCREENSHOTS);
   afterEach(async () => {
     await pipeline?.close();
     pipeline = undefined;
@@ -34,7 +29,7 @@ describe.runIf(RUN)('the imports page while imports share the budget', () => {
     const big = await importFile({ file: await pipeline.file('migration.csv', csv(500, 'big')) }, { store, queues, keyring, logger, redis });
     const fix = await importFile({ file: await pipeline.file('card-fix.csv', csv(5, 'fix')), priority: 'high' }, { store, queues, keyring, logger, redis });
     const dashboard = await startTestDashboard(pipeline);
-    const context = await browser!.newContext({ viewport: { width: 1360, height: 500 }, extraHTTPHeaders: { authorization: `Bearer ${TOKEN}` } });
+    const context = await browser().newContext({ viewport: { width: 1360, height: 500 }, extraHTTPHeaders: { authorization: `Bearer ${TOKEN}` } });
     const page = await context.newPage();
     try {
       await page.goto(`${dashboard.url}/`);

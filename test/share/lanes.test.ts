@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { IDLE_HOLE_HORIZON_MS, KNOWN_RATE_MARGIN, budgetUse, createBudget, exportShareBeside, setExportShare, type ApiBudget, type BudgetClass } from '../../src/redis/budget.js';
 import { storeKeys } from '../../src/redis/keys.js';
 import { REDIS_URL, deleteKeys } from '../support/pipeline.js';
+import { mostInWindow } from '../support/slots.js';
 
 // The budget's two classes, on real Redis: slots reserved by the imports' and the export's takers (no HTTP: the clock alone).
 let prefix = '';
@@ -36,16 +37,6 @@ async function reserve(b: ApiBudget, takers: number, count: number): Promise<num
     }),
   );
   return slots.flat();
-}
-
-function mostInWindow(slots: number[], ms: number): number {
-  const sorted = [...slots].sort((a, b) => a - b);
-  let most = 0;
-  for (let i = 0, j = 0; i < sorted.length; i++) {
-    while ((sorted[j] ?? 0) <= (sorted[i] ?? 0) - ms) j++;
-    most = Math.max(most, i - j + 1);
-  }
-  return most;
 }
 
 describe('the budget shared by the imports and the export', () => {
