@@ -43,7 +43,9 @@ import { luaScript } from './script.js';
  * the fleet is not paced at all (no SUBSYNC_RATE, nothing learned, no block),
  * an acquire that says so lets this process send for
  * {@link UNPACED_LEASE_MS} without asking again; what it sent meanwhile is
- * reported with its next acquire or its 429.
+ * reported with its next acquire or its 429. So a cut made unpaced, or at the
+ * start's pace, first counts only what was reported by then; until its block
+ * ends, what the other processes report raises it.
  */
 export interface ApiBudget {
   /** Waits for this process's turn to send one request. */
@@ -254,13 +256,32 @@ local function bucketsAt(st, now)
 end
 `;
 
+// A cut made while nothing paced the fleet counted only the answers reported
+// by then; other processes report theirs with their next call, after it. Until
+// the cut's block ends (no request goes meanwhile), answers admitted that are
+// reported late add to its base (u: the block's end, ua: the base's admitted
+// count), and the rate rises to decrease × that base. Returns the rate.
+const REVISE = `
+local function revised(key, rate, u, ua, ok, decrease, increase)
+  if not rate or not u or ok <= 0 or now >= tonumber(u) then return rate end
+  ua = (tonumber(ua) or 0) + ok
+  redis.call('HSET', key, 'ua', ua)
+  if decrease * ua > rate then
+    rate = decrease * ua
+    redis.call('HSET', key, 'r', rate, 'a', math.max(1, increase * rate))
+  end
+  return rate
+end
+`;
+
 // KEYS: tat, blocked-until, learned rate, lanes, holes, start. ARGV: known pace
 // (req/s, 0 = none), answers admitted since this process's last acquire, forget
 // ms, requests sent under a lease since then, lane ('i' imports, 'e' export, ''
 // other), the export's share floor (used until the feeder writes the share
-// `s`), the start's rate (0 = none), doubling ms, ceiling and idle ms. Returns
+// `s`), the start's rate (0 = none), doubling ms, ceiling and idle ms, the
+// policy's decrease and increase. Returns
 // {ms to wait, slot time, paced: 1, 0, or 2 on the start's pace} as strings.
-const ACQUIRE_SCRIPT = `${NOW}${BUCKETS}
+const ACQUIRE_SCRIPT = `${NOW}${BUCKETS}${REVISE}
 local lane = ARGV[5] or ''
 if lane ~= '' then
   redis.call('HINCRBY', KEYS[4], 'n' .. lane, 1 + tonumber(ARGV[4] or '0'))
@@ -270,11 +291,11 @@ local start = now
 local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
 if blocked > start then start = blocked end
 local known = tonumber(ARGV[1])
-local f = redis.call('HMGET', KEYS[3], 'r', 'a', 'g', 'h', 'w', 's', 'ok', 'sp', 'okp')
+local f = redis.call('HMGET', KEYS[3], 'r', 'a', 'g', 'h', 'w', 's', 'ok', 'sp', 'okp', 'u', 'ua')
 local fresh = not f[5]
 local b = bucketsAt({ h = f[4], w = f[5], s = f[6], ok = f[7], sp = f[8], okp = f[9] }, now)
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
-local rate = tonumber(f[1])
+local rate = revised(KEYS[3], tonumber(f[1]), f[10], f[11], tonumber(ARGV[2]), tonumber(ARGV[11]), tonumber(ARGV[12]))
 local counts = { 'h', b.h, 'w', b.w, 's', b.s + 1 + tonumber(ARGV[4] or '0'), 'ok', b.ok + tonumber(ARGV[2]), 'sp', b.sp, 'okp', b.okp }
 if rate then
   -- Additive increase, only while requests queue for the rate (it is what holds them back).
@@ -349,7 +370,7 @@ return { tostring(slot - now), string.format('%.3f', slot), paced }
 // (req/s, 0 = none), decrease, increase, floor, cut spacing ms, forget ms,
 // requests sent under a lease and answers admitted, not reported yet.
 // Extends the block, never shortens it. Returns the learned rate (a string).
-const CUT_SCRIPT = `${NOW}${BUCKETS}
+const CUT_SCRIPT = `${NOW}${BUCKETS}${REVISE}
 local retry = tonumber(ARGV[1])
 local known = tonumber(ARGV[2])
 local function blockFor(ms)
@@ -358,17 +379,20 @@ local function blockFor(ms)
   if untilMs > current then redis.call('SET', KEYS[2], string.format('%.3f', untilMs), 'PX', math.ceil(ms) + 1000) end
 end
 if retry > 1000 then blockFor(retry) end
-local f = redis.call('HMGET', KEYS[3], 'r', 'c', 'h', 'w', 's', 'ok', 'sp', 'okp')
+local f = redis.call('HMGET', KEYS[3], 'r', 'c', 'h', 'w', 's', 'ok', 'sp', 'okp', 'u', 'ua')
 local rate = tonumber(f[1])
-if tonumber(f[2]) and now < tonumber(f[2]) then return tostring(rate or 0) end
-local pace = rate
-if known > 0 and (not pace or known < pace) then pace = known end
 local b = bucketsAt({ h = f[3], w = f[4], s = f[5], ok = f[6], sp = f[7], okp = f[8] }, now)
 local lateSent, lateOk = tonumber(ARGV[8] or '0'), tonumber(ARGV[9] or '0')
 if lateSent + lateOk > 0 then
   b.s, b.ok, b.sent, b.admitted = b.s + lateSent, b.ok + lateOk, b.sent + lateSent, b.admitted + lateOk
   redis.call('HSET', KEYS[3], 'h', b.h, 'w', b.w, 's', b.s, 'ok', b.ok, 'sp', b.sp, 'okp', b.okp)
 end
+-- An echo of the last cut cuts nothing more; what it reports may still raise that cut's base.
+if tonumber(f[2]) and now < tonumber(f[2]) then
+  return tostring(revised(KEYS[3], rate, f[9], f[10], lateOk, tonumber(ARGV[3]), tonumber(ARGV[4])) or 0)
+end
+local pace = rate
+if known > 0 and (not pace or known < pace) then pace = known end
 -- The base is what the service admitted over the last second (its limit as
 -- seen from here), or, with none admitted, what was sent. Paced, it is at most
 -- the pace, and the pace itself while under a second has been counted.
@@ -382,6 +406,12 @@ local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
 local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
 local settled = math.max(now, tat, blocked)
 redis.call('HSET', KEYS[3], 'r', rate, 'a', math.max(1, tonumber(ARGV[4]) * rate), 'g', now, 'c', settled + tonumber(ARGV[6]))
+-- Unpaced, the answers other processes have not reported yet raise the base until the block ends.
+if not pace and blocked > now then
+  redis.call('HSET', KEYS[3], 'u', string.format('%.3f', blocked), 'ua', b.admitted)
+else
+  redis.call('HDEL', KEYS[3], 'u', 'ua')
+end
 redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[7]))
 return tostring(rate)
 `;
@@ -426,7 +456,7 @@ export function createBudget(redis: RedisClient, keys: StoreKeys, options: Budge
   const known = String(options.rate === undefined ? 0 : options.rate * (1 - KNOWN_RATE_MARGIN));
   const policy = options.adaptive ?? ADAPTIVE_RATE;
   const budgetKeys = [keys.budgetTat, keys.budgetBlockedUntil, keys.budgetRate, budgetLanesKey(keys), budgetHolesKey(keys), budgetStartKey(keys)];
-  const startArgs = [policy.startRate, policy.startDoublingMs, policy.startCeiling, START_IDLE_MS].map(String);
+  const policyArgs = [policy.startRate, policy.startDoublingMs, policy.startCeiling, START_IDLE_MS, policy.decrease, policy.increase].map(String);
   const lane = LANE[options.class ?? 'other'];
   const exportShare = String(Math.min(1, Math.max(0, options.exportShare ?? DEFAULT_EXPORT_SHARE)));
   // Answers admitted, and requests sent under a lease, since this process last reported: sent with its next acquire.
@@ -454,7 +484,7 @@ export function createBudget(redis: RedisClient, keys: StoreKeys, options: Budge
     const report = [String(admitted), String(leasedSent)] as const;
     admitted = 0;
     leasedSent = 0;
-    const reply = await acquireScript.run(redis, budgetKeys, [known, report[0], String(policy.forgetMs), report[1], lane, exportShare, ...startArgs]);
+    const reply = await acquireScript.run(redis, budgetKeys, [known, report[0], String(policy.forgetMs), report[1], lane, exportShare, ...policyArgs]);
     const [wait, at, paced] = Array.isArray(reply) ? reply.map(Number) : [];
     const waitMs = Math.max(0, Math.ceil(wait ?? 0));
     unpaced = paced === 0 && waitMs === 0;

@@ -170,6 +170,32 @@ describe('the fleet-wide API budget', () => {
     for (const gap of gaps) expect(gap).toBeCloseTo(1000 / learned!, 0);
   });
 
+  it('a cut made unpaced takes in the answers other processes report late, until its block ends', async () => {
+    const [first, second, third] = budgets(3);
+    // Unpaced, all three send under their leases; each has answers the others know nothing of.
+    await Promise.all([first, second, third].map((budget) => budget!.reserve()));
+    for (let i = 0; i < 60; i++) first!.observe({ status: 201 });
+    for (let i = 0; i < 70; i++) second!.observe({ status: 201 });
+    for (let i = 0; i < 70; i++) third!.observe({ status: 201 });
+    await first!.block(600);
+    const cut = (await first!.learnedRate())!;
+    expect(cut).toBeLessThanOrEqual(ADAPTIVE_RATE.decrease * 61);
+
+    // During the block: the second reports with its own 429 (an echo, which cuts nothing more), the third with its next request.
+    await second!.block(600);
+    expect(await first!.learnedRate()).toBeCloseTo(ADAPTIVE_RATE.decrease * (cut / ADAPTIVE_RATE.decrease + 70), 3);
+    await new Promise((r) => setTimeout(r, UNPACED_LEASE_MS + 10));
+    await third!.reserve();
+    const raised = (await first!.learnedRate())!;
+    expect(raised).toBeCloseTo(ADAPTIVE_RATE.decrease * (cut / ADAPTIVE_RATE.decrease + 140), 3);
+
+    // Once the block has ended, what is reported is sent at the cut's pace, and raises nothing.
+    await new Promise((r) => setTimeout(r, 650));
+    for (let i = 0; i < 100; i++) second!.observe({ status: 201 });
+    await second!.reserve();
+    expect(await first!.learnedRate()).toBeLessThan(raised + 5);
+  });
+
   it('grows additively while requests wait for the rate, and a later 429 cuts it again', async () => {
     const policy: AdaptiveRatePolicy = { ...ADAPTIVE_RATE, decrease: 0.5, increase: 1, cutSpacingMs: 0 };
     const [first, second] = budgets(2, { adaptive: policy });
