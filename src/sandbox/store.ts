@@ -121,11 +121,12 @@ export function createStore(options: StoreOptions = {}): SandboxStore {
       const customer = insertCustomer(fields, '', COLLECTION_METHOD.signedUp);
       const key = SEED_PAYMENT_METHOD_KEYS[i];
       if (key === undefined) return;
+      // The sandbox never answers with a stored card's number: a seeded method holds none.
       paymentMethods.set(key, {
         PaymentMethodKey: key,
         CustomerID: customer.CustomerID,
         card: {
-          AccountNumber: '4000056655665556', CVCode: '', ExpirationDate: '1230', FirstName: fields.FirstName, LastName: fields.LastName,
+          AccountNumber: '', CVCode: '', ExpirationDate: '1230', FirstName: fields.FirstName, LastName: fields.LastName,
           AddressLine1: '', AddressLine2: '', City: fields.City, StateProvince: '', PostalCode: '', CountryCode: fields.CountryCode, IPAddress: '',
         },
         updates: 0,
