@@ -58,7 +58,22 @@ export const FEED_DEFAULTS = {
    * second behind what is in flight.
    */
   unpacedRowsPerSlot: 8,
+  /**
+   * Without a rate to pace by, and at least: this long of the rows/s the
+   * fleet settles, as measured. Against a service that answers in 10 ms, 8
+   * rows a slot kept a worker at 0.70–0.80 of a raw loop's rows/s, and at
+   * 0 ms at about 2,500 rows/s with a core idle: the rows in flight, not the
+   * service or the CPU, bounded it. Measured rates grow what is in flight
+   * until something else bounds the pace, and a new import still waits only
+   * about this long behind the rows already in flight.
+   */
+  unpacedAheadMs: 500,
 } as const;
+
+/** Rows the fleet should hold with no rate to pace by: see {@link FEED_DEFAULTS}. */
+export function unpacedRowsAhead(slots: number, settledPerSecond: number): number {
+  return Math.max(slots * FEED_DEFAULTS.unpacedRowsPerSlot, Math.ceil((settledPerSecond * FEED_DEFAULTS.unpacedAheadMs) / 1000));
+}
 
 /** How long a released batch is remembered, so a resumed enqueue does not put it back in the backlog. */
 const RELEASED_MEMORY_MS = 7 * 24 * 3600 * 1000;
@@ -433,7 +448,9 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
     const paces = [learned, known].filter((n) => Number.isFinite(n) && n > 0);
     if (paces.length === 0) {
       if (Date.now() - workers.at > 5_000) workers = { count: Math.max(1, (await queues.rows.getWorkers()).length), at: Date.now() };
-      return deps.concurrency * workers.count * FEED_DEFAULTS.unpacedRowsPerSlot;
+      let settledPerSecond = 0;
+      for (const { rate } of seen.values()) settledPerSecond += rate ?? 0;
+      return unpacedRowsAhead(deps.concurrency * workers.count, settledPerSecond);
     }
     const pace = Math.min(...paces) * (use.exportActive ? 1 - exportShare : 1);
     return Math.max(ROWS_PER_BATCH, Math.ceil((pace * aheadMs) / 1000));

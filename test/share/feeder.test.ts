@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Worker } from 'bullmq';
 import { describe, expect, it, afterEach } from 'vitest';
 import { createFeeder, feedKeys, importSchedule, pushBacklog } from '../../src/queue/feeder.js';
@@ -12,7 +13,8 @@ afterEach(async () => {
   pipeline = undefined;
 });
 
-function feederOf(runtime: Runtime, rowsAhead: number) {
+/** A feeder of one slot and no rate; `rowsAhead` fixes the rows it keeps in flight, else they follow what it measures. */
+function feederOf(runtime: Runtime, rowsAhead?: number) {
   return createFeeder(
     { redis: runtime.redis, prefix: runtime.config.queuePrefix, queues: runtime.queues, store: runtime.store, logger: runtime.logger, rate: undefined, exportShare: 0.4, concurrency: 1 },
     { rowsAhead },
@@ -57,6 +59,26 @@ describe('the feeder', () => {
     // Five batches in flight fill the room: nothing more is released.
     expect(await feeder.runOnce()).toBe(0);
     await taker.close();
+    await feeder.close();
+  });
+
+  it('with no rate to pace by, keeps 8 rows a slot in flight until it has measured what the imports settle, then about half a second of that', async () => {
+    pipeline = await startPipeline({ workers: false, seed: false });
+    const { redis, queues, store } = pipeline.runtime;
+    await store.createImport({ id: 'imp', file: 'f.csv', kind: 'customers', headers: ['FirstName'], paths: ['FirstName'], options: { expiryFormat: 'MMYY', attempts: 3 }, createdAt: Date.now(), state: 'enqueued', round: 0 });
+    await pushBacklog(redis, pipeline.prefix, 'imp', Array.from({ length: 40 }, (_, b) => batch('imp', b)), 'normal', 1);
+    const feeder = feederOf(pipeline.runtime);
+    // One slot, nothing measured yet: room for 8 rows, one batch.
+    expect(await feeder.runOnce()).toBe(1);
+    // The import settles 1,000 rows over the next second; the pass after that measures it.
+    await redis.hincrby(store.keys.counts('imp'), 'settled', 1_000);
+    await sleep(1_050);
+    expect(await feeder.runOnce()).toBe(0);
+    // About 950 rows/s measured: about 475 rows in flight, where 25 are.
+    const released = await feeder.runOnce();
+    expect(released).toBeGreaterThanOrEqual(16);
+    expect(released).toBeLessThanOrEqual(19);
+    expect(await queues.rows.getJobCounts('prioritized')).toMatchObject({ prioritized: 1 + released });
     await feeder.close();
   });
 
