@@ -73,10 +73,10 @@ await step('producer', () => producer([SIZES.producerSmall, SIZES.producerLarge]
 await step('rate adherence', () => rateAdherence(SIZES.rateRows, 200));
 await step('export', () => exportBench(SIZES.exportCustomers));
 await step('latency tolerance', () => latencyTolerance(SIZES.latencyRows, 32, 50));
-await step('pipeline: end to end against the raw loop, at 0/20/50 ms', () =>
+await step('pipeline: end to end against the raw loop, at 0/10/20/50 ms', () =>
   pipelineBench({
     rows: size('BENCH_PIPELINE_ROWS', 20_000),
-    latencies: process.env.BENCH_PIPELINE_LATENCIES?.split(',').map(Number).filter((n) => Number.isSafeInteger(n) && n >= 0) ?? [0, 20, 50],
+    latencies: process.env.BENCH_PIPELINE_LATENCIES?.split(',').map(Number).filter((n) => Number.isSafeInteger(n) && n >= 0) ?? [0, 10, 20, 50],
     rateRows: size('BENCH_PIPELINE_RATE_ROWS', 4_000),
     rateRuns: size('BENCH_PIPELINE_RATE_RUNS', 3),
     concurrency: size('BENCH_PIPELINE_CONCURRENCY', PIPELINE_CONCURRENCY),
