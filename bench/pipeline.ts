@@ -13,7 +13,7 @@
  *   not count), each read from /proc before and after;
  *
  * each against a fresh sandbox in its own process (the service, whose CPU
- * counts on neither side), at 0, 20 and 50 ms of service latency, the raw
+ * counts on neither side), at 0, 10, 20 and 50 ms of service latency, the raw
  * loop and subsync one after the other at each. Each side runs twice, on
  * two files of different people: subsync's first import in a fresh worker
  * (cold: V8 is still compiling its code), its second in the same worker
