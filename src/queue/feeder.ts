@@ -59,13 +59,14 @@ export const FEED_DEFAULTS = {
    */
   unpacedRowsPerSlot: 8,
   /**
-   * Without a rate to pace by, and at least: this long of the rows/s the
-   * fleet settles, as measured. Against a service that answers in 10 ms, 8
-   * rows a slot kept a worker at 0.70–0.80 of a raw loop's rows/s, and at
-   * 0 ms at about 2,500 rows/s with a core idle: the rows in flight, not the
-   * service or the CPU, bounded it. Measured rates grow what is in flight
-   * until something else bounds the pace, and a new import still waits only
-   * about this long behind the rows already in flight.
+   * With no rate to pace by, the rows in flight are also at least this long
+   * of the rows/s the imports settle, as measured once a second (the floor
+   * above holds until the first measure). Against a service answering in
+   * 10 ms, 8 rows a slot alone kept a worker at 0.70–0.80 of a raw loop's
+   * rows/s, and at 0 ms at about 2,500 rows/s with a core idle: the rows in
+   * flight bounded it, not the service or the CPU. Each measure lets more
+   * through until something else bounds the pace, and a new import waits
+   * behind about this long of the pace, or the floor's rows where more.
    */
   unpacedAheadMs: 500,
 } as const;
