@@ -72,7 +72,7 @@ export const FEED_DEFAULTS = {
 } as const;
 
 /** Rows the fleet should hold with no rate to pace by: see {@link FEED_DEFAULTS}. */
-export function unpacedRowsAhead(slots: number, settledPerSecond: number): number {
+function unpacedRowsAhead(slots: number, settledPerSecond: number): number {
   return Math.max(slots * FEED_DEFAULTS.unpacedRowsPerSlot, Math.ceil((settledPerSecond * FEED_DEFAULTS.unpacedAheadMs) / 1000));
 }
 
