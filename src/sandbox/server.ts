@@ -82,7 +82,8 @@ interface Route {
 
 /**
  * Starts the in-memory sandbox on real HTTP. Routes not
- * under /json: `GET /_sandbox/stats` (with the number of customers),
+ * under /json: `GET /_sandbox/stats` (with the number of customers;
+ * `DELETE` starts counting again),
  * `GET|PUT /_sandbox/faults` (switch faults at run time, for a sandbox in
  * another process), `GET /_sandbox/customers` (every customer, for checks) and
  * `GET /_sandbox/duplicates` (identities held by several customers); these
@@ -168,7 +169,9 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
   }
 
   function handleAdmin(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> | void {
-    if (url.pathname === '/_sandbox/stats' && req.method === 'GET') {
+    if (url.pathname === '/_sandbox/stats' && (req.method === 'GET' || req.method === 'DELETE')) {
+      // DELETE starts counting again (the customers stay): one sandbox measures several runs, each from its first request.
+      if (req.method === 'DELETE') resetStats();
       return answer(res, 200, { ...stats, customers: store.customerCount() }, undefined, false);
     }
     if (url.pathname === '/_sandbox/customers' && req.method === 'GET') return answer(res, 200, { Customers: store.customers() }, undefined, false);
@@ -187,6 +190,11 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
       });
     }
     return answer(res, 404, { Message: `No such resource: ${url.pathname}` }, undefined, false);
+  }
+
+  function resetStats(): void {
+    stats = emptyStats();
+    lastSecond = new SlidingSecond();
   }
 
   function answer(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}, counted = true): void {
@@ -230,10 +238,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
       faults = { ...faults, ...patch.data };
     },
     stats: () => structuredClone(stats),
-    resetStats() {
-      stats = emptyStats();
-      lastSecond = new SlidingSecond();
-    },
+    resetStats,
     intercept(hook) {
       interceptor = hook;
     },

@@ -59,6 +59,21 @@ describe('sandbox service', () => {
     sandbox.resetStats();
   });
 
+  it('starts counting again on DELETE /_sandbox/stats, its customers kept', async () => {
+    const StatsSchema = z.object({ requests: z.number(), fullestSecond: z.number(), perSecond: z.array(z.number()), firstRequestAt: z.number().optional(), customers: z.number() });
+    for (let i = 0; i < 2; i++) await rawRequest(`${sandbox.url}/json/offers/NO-SUCH-OFFER`);
+    const before = StatsSchema.parse((await rawRequest(`${sandbox.url}/_sandbox/stats`)).json);
+    expect(before.requests).toBeGreaterThanOrEqual(2);
+    const reset = await rawRequest(`${sandbox.url}/_sandbox/stats`, { method: 'DELETE' });
+    expect(reset.status).toBe(200);
+    expect(StatsSchema.parse(reset.json)).toMatchObject({ requests: 0, fullestSecond: 0, perSecond: [], customers: before.customers });
+    expect(StatsSchema.parse(reset.json).firstRequestAt).toBeUndefined();
+    await rawRequest(`${sandbox.url}/json/offers/NO-SUCH-OFFER`);
+    const after = StatsSchema.parse((await rawRequest(`${sandbox.url}/_sandbox/stats`)).json);
+    expect(after).toMatchObject({ requests: 1, fullestSecond: 1, perSecond: [1] });
+    sandbox.resetStats();
+  });
+
   it('seeds customers owning the fixed payment-method keys', () => {
     for (const key of SEED_PAYMENT_METHOD_KEYS) expect(sandbox.store.paymentMethod(key)?.CustomerID).toMatch(/^\d+$/);
     expect(sandbox.store.customers()).toHaveLength(SEED_PAYMENT_METHOD_KEYS.length);
