@@ -6,6 +6,7 @@
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import path from 'node:path';
 import { importFile } from '../src/import/producer.js';
 import { createBudget } from '../src/redis/budget.js';
@@ -67,20 +68,22 @@ export function summariseRuns(runs: ReadonlyArray<Pick<RateRun, 'achieved' | 'ra
   };
 }
 
-/** One import of `file` by three worker processes, SUBSYNC_RATE = `rate` (undefined: unset), against a sandbox limited to `limit`/s. */
-export async function rateRun(file: string, rows: number, limit: number, rate: number | undefined, redisUrl?: string): Promise<RateRun> {
+/**
+ * One import of `file` by three fresh `subsync worker` processes, started
+ * beside it, SUBSYNC_RATE = `rate` (undefined: unset), against a sandbox
+ * limited to `limit`/s. With `warmFile` (other people), the same fleet then
+ * imports that too, measured apart from its first request: a fleet already
+ * running, whose processes have loaded and whose code V8 has compiled, as
+ * a long-running fleet meets every import after its first.
+ */
+export async function rateRun(file: string, rows: number, limit: number, rate: number | undefined, options: { redisUrl?: string; warmFile?: string } = {}): Promise<{ cold: RateRun; warm?: RateRun }> {
   // The service in its own process, as it would be: its limiter's clock does not stall with this process's work.
   const sandbox = await spawnSandbox(['--rate-limit', String(limit)]);
-  const bench = await openBenchRuntime({ apiUrl: sandbox.url, ...(redisUrl === undefined ? {} : { redisUrl }) });
+  const bench = await openBenchRuntime({ apiUrl: sandbox.url, ...(options.redisUrl === undefined ? {} : { redisUrl: options.redisUrl }) });
   const workers: Spawned[] = [];
-  try {
-    const env = {
-      ...bench.env,
-      SUBSYNC_API_URL: sandbox.url,
-      ...(rate === undefined ? {} : { SUBSYNC_RATE: String(rate) }),
-    };
-    for (let i = 0; i < 3; i++) workers.push(spawnCli(['worker'], env));
-    const result = await importFile({ file, kind: 'customers' }, { store: bench.runtime.store, queues: bench.runtime.queues, keyring: undefined, logger: bench.runtime.logger });
+  /** One import by the fleet, and what the sandbox counted since its stats were last reset. */
+  const measured = async (csv: string): Promise<RateRun> => {
+    const result = await importFile({ file: csv, kind: 'customers' }, { store: bench.runtime.store, queues: bench.runtime.queues, keyring: undefined, logger: bench.runtime.logger });
     if (result.outcome !== 'enqueued') throw new Error(`import not enqueued: ${result.outcome}`);
     const status = await waitFinished(bench.runtime, result.importId, 5 * 60_000);
     if (status.succeeded !== rows) log(`warning: ${status.succeeded} of ${rows} rows succeeded: ${JSON.stringify(status.counts)}`);
@@ -88,6 +91,21 @@ export async function rateRun(file: string, rows: number, limit: number, rate: n
     const seconds = ((stats.lastRequestAt ?? 0) - (stats.firstRequestAt ?? 0)) / 1000;
     const learned = await createBudget(bench.runtime.redis, bench.runtime.store.keys, { rate: undefined }).learnedRate();
     return { achieved: stats.requests / seconds, rateLimited: stats.faults.rateLimited, requests: stats.requests, learned, ...startAndPace(stats.perSecond), fullestSecond: stats.fullestSecond };
+  };
+  try {
+    const env = {
+      ...bench.env,
+      SUBSYNC_API_URL: sandbox.url,
+      ...(rate === undefined ? {} : { SUBSYNC_RATE: String(rate) }),
+    };
+    for (let i = 0; i < 3; i++) workers.push(spawnCli(['worker'], env));
+    const cold = await measured(file);
+    if (options.warmFile === undefined) return { cold };
+    // A second apart, as a file dropped after the last: the sliding second the sandbox counts holds nothing of the first import.
+    await sleep(1_000);
+    const reset = await fetch(`${sandbox.url}/_sandbox/stats`, { method: 'DELETE' });
+    if (!reset.ok) throw new Error(`the sandbox's counts were not started again: HTTP ${reset.status}`);
+    return { cold, warm: await measured(options.warmFile) };
   } finally {
     for (const w of workers) w.child.kill('SIGTERM');
     await Promise.all(workers.map((w) => w.exited));
@@ -102,9 +120,9 @@ export async function rateAdherence(rows: number, limit: number): Promise<BenchR
     const file = path.join(dir, 'customers.csv');
     await writeCustomersCsv(file, rows);
     const size = `${rows.toLocaleString('en')} rows${rows === 4000 ? '' : ' (the full size: 4,000)'}`;
-    const known = await rateRun(file, rows, limit, limit);
+    const { cold: known } = await rateRun(file, rows, limit, limit);
     log(`rate ${limit} known: ${known.achieved.toFixed(1)} req/s, ${known.rateLimited} × 429 of ${known.requests}; ${describeStart(known)}`);
-    const unknown = await rateRun(file, rows, limit, undefined);
+    const { cold: unknown } = await rateRun(file, rows, limit, undefined);
     const share = (100 * unknown.rateLimited) / Math.max(1, unknown.requests);
     const learned = unknown.learned === undefined ? 'none learned' : `learned rate at the end ${unknown.learned.toFixed(1)}/s`;
     log(`rate ${limit} unset: ${unknown.achieved.toFixed(1)} req/s, ${unknown.rateLimited} × 429 of ${unknown.requests} (${share.toFixed(1)}%), ${learned}`);
