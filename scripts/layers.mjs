@@ -6,7 +6,7 @@ import { existsSync } from 'node:fs';
 import madge from 'madge';
 
 const LAYERS = [
-  ['outcomes', 'policy', 'secrets', 'paths', 'backoff', 'errors', 'files', 'memo'],
+  ['outcomes', 'policy', 'secrets', 'paths', 'backoff', 'errors', 'files', 'memo', 'slices'],
   ['api', 'config', 'cards', 'log'],
   ['results', 'sandbox', 'metrics'],
   ['csv'],
