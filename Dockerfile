@@ -7,6 +7,7 @@ COPY bin ./bin
 COPY src ./src
 COPY jobs ./jobs
 COPY bench ./bench
+COPY scripts ./scripts
 RUN npm ci && npm prune --omit=dev
 
 # Runtime stage: compiled code and production dependencies only.

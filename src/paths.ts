@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 
 /**
  * The folder holding subsync's package.json, found by walking up from this
- * module: `src/` when run from sources (tests), `dist/src/` when built.
+ * module: `src/` when run from sources (tests), `dist/src/` or `dist/bundle/` when built.
  */
 export function packageRoot(): string {
   let dir = path.dirname(fileURLToPath(import.meta.url));

@@ -1,14 +1,8 @@
-import { existsSync } from 'node:fs';
-import path from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { GetOfferResponseSchema } from '../../src/api/schemas/index.js';
-import { killAll, root, subsync, waitForOutput } from '../support/cli.js';
+import { killAll, requireBuiltCli, subsync, waitForOutput } from '../support/cli.js';
 
-beforeAll(() => {
-  if (!existsSync(path.join(root, 'dist', 'src', 'cli.js'))) {
-    throw new Error('dist/src/cli.js is missing: run `npm run build` first (`npm test` does)');
-  }
-});
+beforeAll(requireBuiltCli);
 
 // A test that failed half-way must not leave a server running.
 afterEach(killAll);

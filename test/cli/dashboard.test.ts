@@ -1,15 +1,9 @@
-import { existsSync } from 'node:fs';
-import path from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { killAll, root, subsync, waitForOutput } from '../support/cli.js';
+import { killAll, requireBuiltCli, subsync, waitForOutput } from '../support/cli.js';
 import { rawRequest } from '../support/http.js';
 import { startPipeline, type Pipeline } from '../support/pipeline.js';
 
-beforeAll(() => {
-  if (!existsSync(path.join(root, 'dist', 'src', 'cli.js'))) {
-    throw new Error('dist/src/cli.js is missing: run `npm run build` first (`npm test` does)');
-  }
-});
+beforeAll(requireBuiltCli);
 
 let pipeline: Pipeline | undefined;
 afterEach(async () => {

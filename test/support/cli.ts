@@ -18,8 +18,8 @@ export interface Run {
 
 /** Fails a CLI test file at once when the CLI is not built (`npm test` builds it first); for `beforeAll`. */
 export function requireBuiltCli(): void {
-  if (!existsSync(path.join(root, 'dist', 'src', 'cli.js'))) {
-    throw new Error('dist/src/cli.js is missing: run `npm run build` first (`npm test` does)');
+  if (!existsSync(path.join(root, 'dist', 'bundle', 'cli.js'))) {
+    throw new Error('dist/bundle/cli.js is missing: run `npm run build` first (`npm test` does)');
   }
 }
 
