@@ -20,6 +20,7 @@ import { apiClient } from './apiClient.js';
 import { customersBench } from './customersBench.js';
 import { durableMarks } from './durableMarks.js';
 import { exportBench } from './exportBench.js';
+import { fleetStart } from './fleetStart.js';
 import { historyBench } from './historyBench.js';
 import { importThroughput, latencyTolerance } from './importThroughput.js';
 import { loadAverage, PIPELINE_CONCURRENCY, pipelineBench } from './pipeline.js';
@@ -72,6 +73,7 @@ await step('import throughput', () => importThroughput(SIZES.importRows, [8, 32,
 await step('producer', () => producer([SIZES.producerSmall, SIZES.producerLarge]));
 await step('rate adherence', () => rateAdherence(SIZES.rateRows, 200));
 await step('export', () => exportBench(SIZES.exportCustomers));
+await step('fleet start', () => fleetStart(3, 5));
 await step('latency tolerance', () => latencyTolerance(SIZES.latencyRows, 32, 50));
 await step('pipeline: end to end against the raw loop, at 0/10/20/50 ms', () =>
   pipelineBench({

@@ -18,7 +18,8 @@ import { importStatus, type ImportStatus } from '../src/import/status.js';
 
 export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-export const cliJs = path.join(root, 'dist', 'src', 'cli.js');
+/** What `bin/subsync.js` runs: the bundled CLI. */
+export const cliJs = path.join(root, 'dist', 'bundle', 'cli.js');
 
 /** One line of the table: a figure, subsync's value, the baseline's, and a note (sizes, targets). */
 export interface BenchRow {
@@ -95,7 +96,7 @@ export async function waitFinished(runtime: Runtime, importId: string, timeoutMs
   }
 }
 
-/** A spawned `node dist/src/cli.js ARGS`, with output collected. */
+/** A spawned `node dist/bundle/cli.js ARGS`, with output collected. */
 export interface Spawned {
   child: ChildProcess;
   stdout(): string;
@@ -103,8 +104,9 @@ export interface Spawned {
   exited: Promise<number | null>;
 }
 
-export function spawnCli(args: string[], env: NodeJS.ProcessEnv, options: { timeV?: boolean; nodeArgs?: string[] } = {}): Spawned {
-  const node = [...(options.nodeArgs ?? []), cliJs, ...args];
+/** `entry`: another build of the CLI to run (the fleet-start step's unbundled baseline). */
+export function spawnCli(args: string[], env: NodeJS.ProcessEnv, options: { timeV?: boolean; nodeArgs?: string[]; entry?: string } = {}): Spawned {
+  const node = [...(options.nodeArgs ?? []), options.entry ?? cliJs, ...args];
   const child = options.timeV ? spawn('/usr/bin/time', ['-v', process.execPath, ...node], { cwd: root, env }) : spawn(process.execPath, node, { cwd: root, env });
   let out = '';
   let err = '';
