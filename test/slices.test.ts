@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { slicer } from '../src/slices.js';
+import { slicer, wholeTurn } from '../src/slices.js';
 
 /** Holds the event loop `ms`, as a slice of work does. */
 function busy(ms: number): void {
@@ -36,6 +36,19 @@ describe('slicer', () => {
       const turn = slice();
       expect(turn, from).toBeInstanceOf(Promise);
       await turn;
+      expect(ran, from).toBe(true);
+    }
+  });
+});
+
+describe('wholeTurn', () => {
+  it('settles after the timers that fell due before it, whichever phase of the loop awaits it', async () => {
+    for (const from of ['a timer', 'an immediate'] as const) {
+      await new Promise<void>((resolve) => (from === 'a timer' ? setTimeout(resolve, 1) : setImmediate(resolve)));
+      let ran = false;
+      setTimeout(() => (ran = true), 0);
+      busy(2);
+      await wholeTurn();
       expect(ran, from).toBe(true);
     }
   });

@@ -45,6 +45,7 @@ import { escapeFormula } from './formula.js';
 import { PASSWORD_MASK } from '../secrets.js';
 import { PROBLEM_STATUSES, STOPPED_STATUSES, type ImportKind, type RowStatus } from '../outcomes.js';
 import { syncDirectory, tempPathFor } from '../files.js';
+import { wholeTurn } from '../slices.js';
 
 /** One settled row, as the finaliser reads it from the import's ledger. */
 export interface ResultRow {
@@ -292,8 +293,9 @@ class ChunkedFile {
     this.pending = '';
     if (chunk !== '' && !this.stream.write(chunk)) await drained(this.stream);
     // The rows come from resolved promises: without a turn of the event loop here, a worker's
-    // requests and settles for other imports would wait for the whole file.
-    await new Promise((resolve) => setImmediate(resolve));
+    // requests and settles for other imports would wait for the whole file, and its paced
+    // requests' timers for the next chunk.
+    await wholeTurn();
   }
 }
 
