@@ -8,7 +8,7 @@
  * fresh workers do side by side on the machine's cores.
  */
 import path from 'node:path';
-import { log, openBenchRuntime, processCpuMs, root, spawnCli, waitForLine, type BenchRow } from './support.js';
+import { log, median, openBenchRuntime, processCpuMs, root, spawnCli, waitForLine, type BenchRow } from './support.js';
 
 const unbundled = path.join(root, 'dist', 'src', 'cli.js');
 
@@ -45,10 +45,6 @@ export async function fleetStart(workers: number, rounds: number): Promise<Bench
       plain.push(...(await startFleet(unbundled)));
       log(`fleet start round ${round + 1}: bundled ${bundled.slice(-workers).map((s) => s.ms.toFixed(0)).join('/')} ms, unbundled ${plain.slice(-workers).map((s) => s.ms.toFixed(0)).join('/')} ms`);
     }
-    const median = (values: number[]): number => {
-      const sorted = [...values].sort((a, b) => a - b);
-      return sorted[Math.floor(sorted.length / 2)] ?? NaN;
-    };
     const range = (values: number[]): string => `${Math.min(...values).toFixed(0)}–${Math.max(...values).toFixed(0)}`;
     const note = (what: (s: Start) => number): string =>
       `${workers} workers spawned at once, ${rounds} rounds; bundled ${range(bundled.map(what))}, unbundled ${range(plain.map(what))}`;

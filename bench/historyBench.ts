@@ -22,7 +22,7 @@ import { importFile } from '../src/import/producer.js';
 import { luaScript } from '../src/redis/script.js';
 import { encodeEntry, type LedgerEntry } from '../src/store/ledger.js';
 import { termDigest } from '../src/store/searchIndex.js';
-import { log, openBenchRuntime, type BenchRow } from './support.js';
+import { log, median, openBenchRuntime, type BenchRow } from './support.js';
 
 /** The settle script as it was before the series and the search index: the baseline. */
 const SETTLE_WITHOUT = `
@@ -60,11 +60,6 @@ reply[2] = tonumber(redis.call('HGET', KEYS[3], 'total') or '-1')
 reply[3] = tonumber(redis.call('HGET', KEYS[3], 'round') or '0')
 return reply
 `;
-
-const median = (values: number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? 0;
-};
 
 /** Median milliseconds of `times` runs of `task`. */
 async function timed(times: number, task: () => Promise<unknown>): Promise<number> {

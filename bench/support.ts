@@ -31,6 +31,12 @@ export interface BenchRow {
   note: string;
 }
 
+/** The middle value (the upper of the two middle ones for an even count); 0 for none. */
+export const median = (values: number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? 0;
+};
+
 export const fmt = (value: number | string): string => (typeof value === 'number' ? (Math.abs(value) >= 100 ? value.toFixed(0) : value.toFixed(2)) : value);
 export const ratio = (a: number | string, b: number | string): string => (typeof a === 'number' && typeof b === 'number' && b !== 0 ? (a / b).toFixed(2) : '—');
 
