@@ -31,6 +31,14 @@ await build({
   platform: 'node',
   target: 'node20',
   sourcemap: 'linked',
+  // Whitespace and comments out, and syntax shortened, so V8 parses less at
+  // every start (names are kept: stack traces and profiles read as before).
+  // Licence comments go to a .LEGAL.txt beside each file, which keeps the
+  // code files ASCII: one other character makes V8 hold a whole file's
+  // source at two bytes a character.
+  minifyWhitespace: true,
+  minifySyntax: true,
+  legalComments: 'external',
   external: ['fastify', '@fastify/*', '@bull-board/*', 'msgpackr-extract'],
   banner: { js: "import { createRequire as createRequireOfBundle } from 'node:module';\nconst require = createRequireOfBundle(import.meta.url);" },
   logLevel: 'warning',
