@@ -102,11 +102,13 @@ export async function finalizeImport(input: {
   await forgetCardData(input.queues, importId, keptRows);
   // The records an upsert's scan kept are personal data the results now hold.
   await store.forgetFinding(importId);
+  // A cancelling import whose rows have all settled is cancelled, before it is marked finished: a status
+  // read between the two then never sees a finished import still cancelling. (Stopped between them, the
+  // finalize runs again, and only marks it finished.)
+  if (input.redis) await markRunCancelled(input.redis, store.keys, importId);
   // Finished: its record, ledger and counts now expire (a retry takes the expiry off again).
   const retentionDays = input.retentionDays ?? DEFAULT_RETENTION_DAYS;
   await store.markFinished(importId, round, files.dir, retentionDays * 24 * 3600);
-  // A cancelling import whose rows have all settled is cancelled.
-  if (input.redis) await markRunCancelled(input.redis, store.keys, importId);
   input.logger.info({ importId, dir: files.dir, retentionDays }, 'import settled; results written');
   // One event per round that finishes (its id carries the round): a finalize run again raises the same id, queued once.
   await input.notifier?.notify({ event: 'import.finished', importId, round });

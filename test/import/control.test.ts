@@ -138,6 +138,25 @@ describe('cancel: nothing sent twice, nothing lost', () => {
     for (const [row, customerId] of updates) expect(everyone.find((c) => c.CustomerID === customerId)?.City).toBe(`Cancelstad ${row}`);
   });
 
+  it('a cancelled import is cancelled by the time it is finished: no status read sees it finished and still cancelling', async () => {
+    pipeline = await startPipeline({ faults: { latencyMs: 15 }, concurrency: 2 });
+    const p = pipeline;
+    const { store, redis } = p.runtime;
+    // The run state as each finalize marks the import finished.
+    const states: string[] = [];
+    const markFinished = store.markFinished.bind(store);
+    store.markFinished = async (...args: Parameters<typeof store.markFinished>) => {
+      states.push((await readRunState(redis, store.keys, args[0])).state);
+      return markFinished(...args);
+    };
+    const rows = Array.from({ length: 40 }, (_, i) => person(500 + i)).join('\n');
+    const importId = await enqueue(p, await p.file('quick.csv', `FirstName,LastName,EmailAddress,CountryCode\n${rows}\n`));
+    await cancelImport(deps(p), importId);
+    const status = await waitFinished(p, importId);
+    expect(status.runState).toBe('cancelled');
+    expect(states).toEqual(['cancelled']);
+  });
+
   it('a cancelled import cannot be resumed or paused, and cancelling it again changes nothing', async () => {
     pipeline = await startPipeline({ workers: false });
     const p = pipeline;
