@@ -21,7 +21,8 @@
  *   the following switch (a reader may still hold its meta for a moment).
  * - `<prefix>:cix:claims` (hash): identity digest → `importId:row` of a row
  *   whose create is under way, so two imports of one person never both send
- *   (see claimDigest).
+ *   (see claimDigest). It also holds one field that is no claim,
+ *   {@link CLAIMS_PIN_FIELD}, which keeps it a hashtable (see there).
  * - `<prefix>:cix:written:<token>` (string, expiring): how many customers one
  *   delta or full build has written so far, counted by the same script calls
  *   that write them. A Redis that lost acknowledged writes (a host crash, a
@@ -221,10 +222,28 @@ end
 return #KEYS - 3
 `;
 
+/**
+ * A field of the claims hash that is no claim: its value is longer than any
+ * hash Redis keeps as a listpack may hold, so the hash is a hashtable from
+ * the first claim call on. It holds a claim for every row being created
+ * fleet-wide, hundreds at a time; kept as a listpack (up to
+ * `hash-max-listpack-entries`, 128 by default and 512 on some builds),
+ * every claim, read and release scans all of them (a claim and its release
+ * cost 13–24 µs of Redis at 150–500 claims, against 3–4 in a hashtable).
+ * The field names no digest (those are 8 bytes), and nothing reads it.
+ */
+export const CLAIMS_PIN_FIELD = 'not a claim: keeps this hash a hashtable';
+/** Longer than any `hash-max-listpack-value` in use (64 by default). */
+const CLAIMS_PIN_BYTES = 1024;
+// Lua: pins the claims hash (KEYS[1]) as a hashtable, once.
+const PIN_CLAIMS_LUA = `
+if redis.call('HEXISTS', KEYS[1], '${CLAIMS_PIN_FIELD}') == 0 then redis.call('HSET', KEYS[1], '${CLAIMS_PIN_FIELD}', string.rep('-', ${CLAIMS_PIN_BYTES})) end
+`;
+
 // Claims identities for rows about to create them. KEYS: claims. ARGV: (digest, claimant) per row.
 // Returns, per row, the claimant holding it (this one when the claim is new or its own). A new claim
 // is one HSETNX; only a claim already held is read.
-const CLAIM_SCRIPT = `
+const CLAIM_SCRIPT = `${PIN_CLAIMS_LUA}
 local reply = {}
 for i = 1, #ARGV, 2 do
   local current = ARGV[i + 1]
@@ -244,6 +263,7 @@ return reply
 // the current one (a meta kept from before a build's switch: the creates since wrote into the new one).
 const CLAIM_LOOKUP_SCRIPT = `
 if redis.call('HGET', KEYS[2], 'gen') ~= ARGV[1] then return -1 end
+${PIN_CLAIMS_LUA}
 local reply = {}
 for i = 3, #KEYS do
   local digest, claimant = ARGV[2 * i - 4], ARGV[2 * i - 3]

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createApiClient, type ApiClient } from '../../src/api/client.js';
 import { digestOf, fieldKey, identityKey } from '../../src/customers/identity.js';
 import { currentIndex, refreshDelta, refreshFull, type RefreshDeps } from '../../src/customers/refresh.js';
-import { createCustomerIndex, IndexWritesLostError, READ_TO_END_FIRST, type IndexMeta } from '../../src/customers/customerIndex.js';
+import { CLAIMS_PIN_FIELD, createCustomerIndex, IndexWritesLostError, READ_TO_END_FIRST, type IndexMeta } from '../../src/customers/customerIndex.js';
 import { createCustomerFinder } from '../../src/customers/finder.js';
 import { indexReport } from '../../src/customers/report.js';
 import type { Customer } from '../../src/api/schemas/index.js';
@@ -21,6 +21,12 @@ afterEach(async () => {
 });
 
 const noBudget = { block: async () => undefined };
+
+/** Claims held in the claims hash (its pin is no claim). */
+async function claimsHeld(p: Pipeline): Promise<number> {
+  const fields = await p.runtime.redis.hkeys(`${p.prefix}:cix:claims`);
+  return fields.filter((field) => field !== CLAIMS_PIN_FIELD).length;
+}
 
 async function setUp(customers: number): Promise<{ p: Pipeline; deps: RefreshDeps }> {
   const p = await startPipeline({ workers: false });
@@ -618,7 +624,7 @@ describe("a create's claim and index read", () => {
     expect(second).toEqual({ holder: 'imp-a:1', ids: [] });
     // The index answers for a person it holds: that claim went in the same call.
     expect(third).toEqual({ holder: 'imp-c:1', ids: [known.CustomerID] });
-    expect(await p.runtime.redis.hlen(claims)).toBe(1);
+    expect(await claimsHeld(p)).toBe(1);
     expect(await p.runtime.redis.hget(claims, fresh)).toBe('imp-a:1');
     expect(await p.runtime.redis.hget(claims, held)).toBeNull();
     // A row asking again (a retry) holds its own claim still.
@@ -627,10 +633,10 @@ describe("a create's claim and index read", () => {
     // The create learnt: the claim goes, and the next row of the person finds the customer.
     const customer = { ...known, FirstName: 'Nia', LastName: 'New', EmailAddress: 'nia@new.example', CustomerID: 'new-1' };
     await index.createdAll([{ customer, identity: fresh, claimant: 'imp-a:1' }]);
-    expect(await p.runtime.redis.hlen(claims)).toBe(0);
+    expect(await claimsHeld(p)).toBe(0);
     expect(await index.lookup(meta, 'EmailAddress', [fieldKey('EmailAddress', 'NIA@new.example')])).toEqual([['new-1']]);
     expect(await index.claimAndLookup(meta, fresh, 'imp-b:1')).toEqual({ holder: 'imp-b:1', ids: ['new-1'] });
-    expect(await p.runtime.redis.hlen(claims)).toBe(0);
+    expect(await claimsHeld(p)).toBe(0);
 
     // A meta kept from before a build switched another generation in (whose creates since are written there)
     // claims nothing and finds nothing: the row asks again with the meta read afresh.
@@ -638,7 +644,7 @@ describe("a create's claim and index read", () => {
     expect(rebuilt?.gen).toBe(meta.gen + 1);
     const later = digestOf(identityKey({ FirstName: 'Lou', LastName: 'Later', EmailAddress: 'lou@later.example' }));
     expect(await index.claimAndLookup(meta, later, 'imp-d:1')).toBeUndefined();
-    expect(await p.runtime.redis.hlen(claims)).toBe(0);
+    expect(await claimsHeld(p)).toBe(0);
     if (!rebuilt) throw new Error('no index');
     expect(await index.claimAndLookup(rebuilt, later, 'imp-d:1')).toEqual({ holder: 'imp-d:1', ids: [] });
   });
@@ -666,7 +672,32 @@ describe("a create's claim and index read", () => {
     expect(await index.lookup(meta, 'i', [identityKey(person)])).toEqual([['c-1', 'c-2', 'c-3']]);
     expect(await index.lookup(meta, 'EmailAddress', [fieldKey('EmailAddress', person.EmailAddress)])).toEqual([['c-1', 'c-2', 'c-3']]);
     // Only the claim's holder let it go.
-    expect(await p.runtime.redis.hlen(claims)).toBe(0);
+    expect(await claimsHeld(p)).toBe(0);
+  });
+
+  it('keep the claims hash a hashtable from the first claim on, one written by an earlier version too', async () => {
+    const { p, deps } = await setUp(20);
+    const meta = (await refreshFull(deps)).meta;
+    if (!meta) throw new Error('no index');
+    const index = p.runtime.customers;
+    const claims = `${p.prefix}:cix:claims`;
+    const encoding = async (): Promise<unknown> => p.runtime.redis.object('ENCODING', claims);
+    // As an earlier version left it: a few claims, kept by Redis as a listpack (every claim a scan of them all).
+    await p.runtime.redis.hset(claims, digestOf('earlier'), 'imp-old:1');
+    expect(await encoding()).toBe('listpack');
+    expect(await index.claimDigest(digestOf('one'), 'imp-a:1')).toBe('imp-a:1');
+    expect(await encoding()).toBe('hashtable');
+    expect(await claimsHeld(p)).toBe(2);
+    // Released to none, the hash stays (its pin), and stays a hashtable.
+    await index.releaseDigest(digestOf('one'), 'imp-a:1');
+    await index.releaseDigest(digestOf('earlier'), 'imp-old:1');
+    expect(await claimsHeld(p)).toBe(0);
+    expect(await encoding()).toBe('hashtable');
+    // A claim through the create's call (claim and index read) pins a hash begun afresh too.
+    await p.runtime.redis.del(claims);
+    expect(await index.claimAndLookup(meta, digestOf('two'), 'imp-b:1')).toEqual({ holder: 'imp-b:1', ids: [] });
+    expect(await encoding()).toBe('hashtable');
+    expect(await claimsHeld(p)).toBe(1);
   });
 });
 
