@@ -64,6 +64,7 @@ export const ERROR_CODES = {
   CSV_FORMAT: 'the bytes are not CSV that can be read (a stray quote, bytes that are not UTF-8)',
   COLUMN_MAP: 'the --map FILE is unreadable or malformed',
   FILE_CHANGED: 'an inbox file changed while it was being taken',
+  WATCHER_EXITED: "`start`: the inbox watcher's process exited while start ran (or before it watched): start stops too, and exits 1",
   IMPORT_NOT_FOUND: 'no import of that id in Redis (never created, or expired)',
   ROWS_DID_NOT_SUCCEED: '`import --wait`: the import settled and some rows did not succeed',
   IMPORT_STALLED: '`import --wait`: rows remain and no worker that can run them is running',

@@ -83,6 +83,8 @@ export const EXIT_OF_CODE: Readonly<Record<SubsyncErrorCode, ExitOfError>> = {
   COLUMN_MAP: 'rejectedFile',
   // The inbox handles it: the file goes to failed/.
   FILE_CHANGED: 'unexpected',
+  // A dead watcher stops `start` with a line that says so; its own log (on the same stderr) tells why it died.
+  WATCHER_EXITED: 'failure',
   IMPORT_NOT_FOUND: 'notFound',
   ROWS_DID_NOT_SUCCEED: 'rowsFailed',
   IMPORT_STALLED: 'stalled',

@@ -4,12 +4,21 @@
 
 const SIGNAL_EXIT_CODES: Record<'SIGINT' | 'SIGTERM', number> = { SIGINT: 130, SIGTERM: 143 };
 
+/** Why a long-running command stops: a signal, or (a process `subsync start` runs) its parent stopping or gone. */
+export type ShutdownCause = 'SIGINT' | 'SIGTERM' | 'parent gone';
+
 /**
  * Resolves on the first SIGINT or SIGTERM, so the command can close what it
  * opened (in reverse order) and return. A second signal while it is closing
  * exits at once, with 128 + the signal's number, for an operator who cannot wait.
+ *
+ * A process started with a channel to its parent (the watcher `subsync
+ * start` runs) also stops when that channel closes: the parent closes it
+ * to stop the process, and it closes by itself when the parent dies, even
+ * killed outright, so no watcher outlives its `start`. The channel does not
+ * keep the process alive.
  */
-export function waitForShutdownSignal(): Promise<'SIGINT' | 'SIGTERM'> {
+export function waitForShutdownSignal(): Promise<ShutdownCause> {
   return new Promise((resolve) => {
     let received = false;
     const onSignal = (signal: 'SIGINT' | 'SIGTERM'): void => {
@@ -22,5 +31,12 @@ export function waitForShutdownSignal(): Promise<'SIGINT' | 'SIGTERM'> {
     };
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);
+    if (process.channel) {
+      process.channel.unref();
+      process.once('disconnect', () => {
+        received = true;
+        resolve('parent gone');
+      });
+    }
   });
 }
