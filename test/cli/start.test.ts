@@ -52,7 +52,7 @@ afterEach(async () => {
 });
 
 describe('subsync start', () => {
-  it('runs worker, watcher and dashboard in one process: a dropped file settles into done/ with results; exits 0 on SIGTERM', async () => {
+  it('runs worker, watcher and dashboard: a dropped file settles into done/ with results; exits 0 on SIGTERM', async () => {
     // The pipeline gives the sandbox, a Redis prefix and a data dir; the spawned process does the work.
     pipeline = await startPipeline({ workers: false });
     const run = subsync(['start', '--port', '0', '--concurrency', '4', '--poll-ms', '100', '--settle-ms', '0'], {
