@@ -602,13 +602,17 @@ describe('the customer index', () => {
   });
 });
 
+/** A pipeline of `customers` with its index built: the index, its meta, and the claims hash's key. */
+async function withClaims(customers: number): Promise<{ p: Pipeline; deps: RefreshDeps; meta: IndexMeta; index: Pipeline['runtime']['customers']; claims: string }> {
+  const { p, deps } = await setUp(customers);
+  const meta = (await refreshFull(deps)).meta;
+  if (!meta) throw new Error('no index');
+  return { p, deps, meta, index: p.runtime.customers, claims: `${p.prefix}:cix:claims` };
+}
+
 describe("a create's claim and index read", () => {
   it('are one call: the claim is taken first, read only by its holder, and let go when the index holds the person', async () => {
-    const { p, deps } = await setUp(120);
-    const meta = (await refreshFull(deps)).meta;
-    if (!meta) throw new Error('no index');
-    const index = p.runtime.customers;
-    const claims = `${p.prefix}:cix:claims`;
+    const { p, deps, meta, index, claims } = await withClaims(120);
     const [known] = p.sandbox.store.customers();
     if (!known) throw new Error('no customer');
     const fresh = digestOf(identityKey({ FirstName: 'Nia', LastName: 'New', EmailAddress: 'nia@new.example' }));
@@ -650,11 +654,7 @@ describe("a create's claim and index read", () => {
   });
 
   it('reads and extends what earlier versions wrote: a claim set by HSET, a key holding several customers', async () => {
-    const { p, deps } = await setUp(50);
-    const meta = (await refreshFull(deps)).meta;
-    if (!meta) throw new Error('no index');
-    const index = p.runtime.customers;
-    const claims = `${p.prefix}:cix:claims`;
+    const { p, meta, index, claims } = await withClaims(50);
     const person = { FirstName: 'Olga', LastName: 'Old', EmailAddress: 'olga@old.example' };
     const digest = digestOf(identityKey(person));
     await p.runtime.redis.hset(claims, digest, 'imp-old:7');
@@ -676,11 +676,7 @@ describe("a create's claim and index read", () => {
   });
 
   it('keep the claims hash a hashtable from the first claim on, one written by an earlier version too', async () => {
-    const { p, deps } = await setUp(20);
-    const meta = (await refreshFull(deps)).meta;
-    if (!meta) throw new Error('no index');
-    const index = p.runtime.customers;
-    const claims = `${p.prefix}:cix:claims`;
+    const { p, meta, index, claims } = await withClaims(20);
     const encoding = async (): Promise<unknown> => p.runtime.redis.object('ENCODING', claims);
     // As an earlier version left it: a few claims, kept by Redis as a listpack (every claim a scan of them all).
     await p.runtime.redis.hset(claims, digestOf('earlier'), 'imp-old:1');
