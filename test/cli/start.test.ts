@@ -86,9 +86,14 @@ describe('subsync start', () => {
 
   it('runs the watcher in a process of its own, which ends with start: on SIGTERM, and when start is killed outright', async () => {
     pipeline = await startPipeline({ workers: false });
-    const run = startOn(pipeline);
+    const inbox = path.join(pipeline.dataDir, 'elsewhere');
+    const run = startOn(pipeline, ['--inbox', inbox, '--failed-retention', '7', '--priority', 'high']);
     const watcher = await watcherOf(run);
     expect(run.stderr()).toContain(`"watcherPid":${watcher}`);
+    // It takes start's watch flags, and start tells the inbox it watches.
+    const args = (await readFile(`/proc/${watcher}/cmdline`, 'utf8')).split('\0').filter(Boolean);
+    expect(args.slice(args.indexOf('watch')).join(' ')).toBe(`watch --card-retention 0 --poll-ms 100 --inbox ${inbox} --settle-ms 0 --failed-retention 7 --priority high`);
+    expect(run.stdout()).toContain(`watching ${inbox}\n`);
     run.child.kill('SIGTERM');
     expect((await run.exited).code).toBe(0);
     expect(await runs(watcher)).toBe(false);
