@@ -21,7 +21,7 @@ import { startWorkers } from '../runtime.js';
 import { withRuntime } from './context.js';
 import { addDashboardOptions, startDashboardFor, type DashboardFlags } from './dashboard.js';
 import { waitForShutdownSignal } from './signals.js';
-import { addWatchOptions, type WatchFlags } from './watch.js';
+import { addWatchOptions, inboxOfWatchingLine, type WatchFlags } from './watch.js';
 import { parseConcurrency } from './worker.js';
 
 export interface StartFlags extends WatchFlags, DashboardFlags {
@@ -100,8 +100,8 @@ function startWatcherProcess(flags: WatchFlags): WatcherProcess {
     // Its one line once it watches; anything else it prints goes on to this process's stdout.
     const lines = createInterface({ input: child.stdout as NonNullable<ChildProcess['stdout']> });
     lines.on('line', (line) => {
-      const watched = /^watching (.+?) \(/.exec(line);
-      if (watched?.[1] !== undefined) resolve(watched[1]);
+      const inbox = inboxOfWatchingLine(line);
+      if (inbox !== undefined) resolve(inbox);
       else process.stdout.write(`${line}\n`);
     });
     void exited.then((exit) => reject(new WatcherExitedError(`the inbox watcher exited (${exit}) before it watched the inbox`)));

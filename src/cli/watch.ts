@@ -65,6 +65,16 @@ export async function startWatcherFor(runtime: Runtime, flags: WatchFlags): Prom
   return watcher;
 }
 
+/** The line `watch` prints once it watches `inbox` (`start` reads its watcher's inbox from it: {@link inboxOfWatchingLine}). */
+export function watchingLine(inbox: string): string {
+  return `watching ${inbox} (customers/, signups/, cards/, or the kind from the headers); SIGTERM or Ctrl-C stops it\n`;
+}
+
+/** The inbox a {@link watchingLine} names (read without its newline), or undefined for any other line. */
+export function inboxOfWatchingLine(line: string): string | undefined {
+  return /^watching (.+?) \(customers\/, /.exec(line)?.[1];
+}
+
 export function register(program: Command): void {
   addWatchOptions(program.command('watch').description('take CSV files dropped into the inbox and import each once, until SIGTERM/SIGINT')).action((flags: WatchFlags) =>
     runWatch(flags),
@@ -75,7 +85,7 @@ export async function runWatch(flags: WatchFlags): Promise<void> {
   const signal = waitForShutdownSignal();
   await withRuntime(async (runtime) => {
     const watcher = await startWatcherFor(runtime, flags);
-    process.stdout.write(`watching ${watcher.folders.inbox} (customers/, signups/, cards/, or the kind from the headers); SIGTERM or Ctrl-C stops it\n`);
+    process.stdout.write(watchingLine(watcher.folders.inbox));
     const received = await signal;
     runtime.logger.info({ signal: received }, 'watcher stopping');
   });
