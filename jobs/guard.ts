@@ -29,7 +29,7 @@ export const claimantOf = (ctx: Pick<RowContext, 'importId' | 'row'>): string =>
 export async function guardCreate(ctx: RowContext, person: Person): Promise<RowOutcome | undefined> {
   const { guard } = ctx;
   if (!guard) return undefined;
-  const { claim, holders, identity } = await guard.check(person, claimantOf(ctx), ctx.api, ctx.importId);
+  const { claim, holders, identity } = await guard.check(person, claimantOf(ctx), ctx.api, ctx.importId, ctx.gatherMs?.());
   switch (claim.kind) {
     case 'created':
       return {

@@ -40,6 +40,13 @@ export interface RowContext {
   /** The duplicate guard of creates; undefined when the import allows duplicates. */
   guard: CustomerGuard | undefined;
   /**
+   * How long the guard's claim may wait to go to Redis with other rows'
+   * (ms; the runner's answer while its rows wait for a request slot, when
+   * the wait costs no request). Without it, the claims of one turn go
+   * together.
+   */
+  gatherMs?(): number;
+  /**
    * After a create: hands what the guard is to learn to the runner, which
    * writes it with the row's settle (one Redis write for both, instead of
    * one each). Without it, the processor awaits the guard's `created`.

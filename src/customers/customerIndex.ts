@@ -483,8 +483,9 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
     if (!Array.isArray(reply) || reply.length !== claims.length) throw new Error(`unexpected reply from the claim script: ${String(reply)}`);
     return reply.map((holder) => (Buffer.isBuffer(holder) ? holder.toString() : String(holder)));
   });
-  // A create's claim and index read, when its index is current: those of the turn's rows of one generation in one call.
-  const claimLookup = coalesce<{ bucket: string; digest: Buffer; claimant: string }, { holder: string; ids: string[] } | undefined>(async (gen, rows) => {
+  // A create's claim and index read, when its index is current: those of the turn's rows of one generation in
+  // one call, or of the first row's `gatherMs` (the row protocol's, while its rows wait for a request slot).
+  const claimLookup = coalesce<{ bucket: string; digest: Buffer; claimant: string; gatherMs: number }, { holder: string; ids: string[] } | undefined>(async (gen, rows) => {
     const keys: string[] = [claimsKey, metaKey];
     const args: Array<Buffer | string> = [gen];
     for (const r of rows) {
@@ -505,7 +506,7 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
         ids: ids === null || ids === undefined || ids === false ? [] : (Buffer.isBuffer(ids) ? ids.toString('latin1') : String(ids)).split(','),
       };
     });
-  });
+  }, (row) => row.gatherMs);
   // A lookup of one key (a read-back's): those of the rows that ask in the same turn go in one script
   // call, not one command each.
   const lookupOne = coalesce<{ bucket: string; digest: Buffer }, string[]>(async (_key, lookups) => {
@@ -820,10 +821,11 @@ export function createCustomerIndex(redis: RedisClient, prefix: string) {
      * the index answers for them. `ids` is empty when the claim is
      * another's. Undefined, having claimed nothing, when `current` is no
      * longer the index readers use (a build switched another in since):
-     * ask again with the meta read afresh.
+     * ask again with the meta read afresh. With `gatherMs`, a call that
+     * starts a gathering gathers that many ms of calls, not one turn's.
      */
-    async claimAndLookup(current: IndexMeta, digest: Buffer, claimant: string): Promise<{ holder: string; ids: string[] } | undefined> {
-      return claimLookup(String(current.gen), { bucket: bucketKey(current.gen, current.buckets, 'i', digest), digest, claimant });
+    async claimAndLookup(current: IndexMeta, digest: Buffer, claimant: string, gatherMs = 0): Promise<{ holder: string; ids: string[] } | undefined> {
+      return claimLookup(String(current.gen), { bucket: bucketKey(current.gen, current.buckets, 'i', digest), digest, claimant, gatherMs });
     },
 
     /**

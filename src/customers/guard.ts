@@ -73,9 +73,10 @@ export interface CustomerGuard {
    * import when that is cheaper than a search per row, else a search), the
    * claim let go when there are any. With a current index, the claim and
    * the index read are one Redis call (gathered with the turn's other
-   * rows'), the release in it; the person's identity is worked out once.
+   * rows', or with those of `gatherMs` when given), the release in it; the
+   * person's identity is worked out once.
    */
-  check(person: Person, claimant: string, api: Pick<ApiClient, 'searchCustomers'>, importId: string): Promise<GuardCheck>;
+  check(person: Person, claimant: string, api: Pick<ApiClient, 'searchCustomers'>, importId: string, gatherMs?: number): Promise<GuardCheck>;
   /**
    * The CustomerIDs of the service's customers with this identity, read so
    * that a create sent before this call is among them (a create whose
@@ -167,13 +168,13 @@ export function createCustomerGuard(deps: { index: CustomerIndex; store: ImportS
   }
 
   return {
-    async check(person, claimant, api, importId) {
+    async check(person, claimant, api, importId, gatherMs) {
       const identity = identityOf(person);
       for (;;) {
         // Read ahead with the process's own client, as holders does.
         const meta = await currentIndex({ ...deps.refresh, api }, now() - INDEX_FRESH_MS, deps.refresh);
         if (!meta) break;
-        const found = await deps.index.claimAndLookup(meta, identity.digest, claimant);
+        const found = await deps.index.claimAndLookup(meta, identity.digest, claimant, gatherMs);
         // A meta kept from before a build's switch: read afresh, and asked again.
         if (!found) continue;
         const { holder, ids } = found;

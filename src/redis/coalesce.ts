@@ -5,12 +5,12 @@
  * script call instead of one each; so do the duplicate guard's claims.
  *
  * `flush(key, items)` answers one result per item, in order; a failed flush
- * fails every call it gathered. When `window()` answers some ms as a
- * gathering starts, the calls of that many ms are gathered, not only those
- * of one turn: each call waits that much longer, and a busy process makes
- * fewer, fuller calls, each one socket write to Redis fewer.
+ * fails every call it gathered. When `window(item)` answers some ms for the
+ * call that starts a gathering, the calls of that many ms are gathered, not
+ * only those of one turn: each call waits that much longer, and a busy
+ * process makes fewer, fuller calls, each one socket write to Redis fewer.
  */
-export function coalesce<T, R>(flush: (key: string, items: T[]) => Promise<R[]>, window: () => number = () => 0): (key: string, item: T) => Promise<R> {
+export function coalesce<T, R>(flush: (key: string, items: T[]) => Promise<R[]>, window: (item: T) => number = () => 0): (key: string, item: T) => Promise<R> {
   let pending = new Map<string, Array<{ item: T; resolve: (result: R) => void; reject: (error: unknown) => void }>>();
   let scheduled = false;
 
@@ -39,7 +39,7 @@ export function coalesce<T, R>(flush: (key: string, items: T[]) => Promise<R[]>,
       calls.push({ item, resolve, reject });
       if (!scheduled) {
         scheduled = true;
-        const windowMs = window();
+        const windowMs = window(item);
         if (windowMs > 0) setTimeout(run, windowMs);
         else setImmediate(run);
       }

@@ -223,7 +223,8 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
   const slots = new Slots(options.concurrency);
   const admitted = new Slots(options.concurrency * ADMITTED_PER_SLOT);
   const slotted = slottedApi(api, slots, options.markEpoch);
-  // Ledger writes are gathered for GATHER_MS only while rows wait for a slot (their wait costs no request).
+  // Ledger writes, and the guard's claims before a create, are gathered for GATHER_MS only while rows
+  // wait for a slot (their wait costs no request).
   const gather = (): number => (slots.waiting > 0 ? GATHER_MS : 0);
   // Settles are gathered longer: no request waits behind them, only their job's end, and at 20-50 ms of
   // service latency the answers come spread out, so a short window settled a few rows per script call.
@@ -392,7 +393,7 @@ export function createRowProtocol(options: RowProtocolOptions): RowProtocol {
         await write(entryWith(entry, { preexisting: [...ids] }));
       },
       guard,
-      ...(guard ? { learnCreated: (create: LearnedCreate) => void (learned = create) } : {}),
+      ...(guard ? { learnCreated: (create: LearnedCreate) => void (learned = create), gatherMs: gather } : {}),
       finder: options.finder,
       names: options.names,
       get log() {

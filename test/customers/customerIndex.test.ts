@@ -695,6 +695,44 @@ describe("a create's claim and index read", () => {
     expect(await encoding()).toBe('hashtable');
     expect(await claimsHeld(p)).toBe(1);
   });
+
+  it('with gatherMs, gather the calls of that many ms into one script call, not only those of one turn', async () => {
+    const { p, meta } = await withClaims(20);
+    // The same index over a client that counts the script calls it sends.
+    let scriptCalls = 0;
+    const redis = p.runtime.redis;
+    const counting = new Proxy(redis, {
+      get(target, property, receiver) {
+        if (property === 'evalsha' || property === 'eval') {
+          return (...args: unknown[]) => {
+            scriptCalls++;
+            return (target[property] as (...a: unknown[]) => unknown).apply(target, args);
+          };
+        }
+        const value: unknown = Reflect.get(target, property, receiver);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const index = createCustomerIndex(counting, p.prefix);
+    const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+    const person = (n: number): Buffer => digestOf(identityKey({ FirstName: `Gus${n}`, LastName: 'Gather', EmailAddress: `gus${n}@gather.example` }));
+
+    // Without it, each turn's calls are one script call.
+    const one = index.claimAndLookup(meta, person(1), 'imp-g:1');
+    await nextTurn();
+    const two = index.claimAndLookup(meta, person(1), 'imp-h:1');
+    expect(await Promise.all([one, two])).toEqual([{ holder: 'imp-g:1', ids: [] }, { holder: 'imp-g:1', ids: [] }]);
+    expect(scriptCalls).toBe(2);
+
+    // With it, a later turn's call goes in the first one's, and is told the same claim.
+    scriptCalls = 0;
+    const three = index.claimAndLookup(meta, person(2), 'imp-g:2', 50);
+    await nextTurn();
+    const four = index.claimAndLookup(meta, person(2), 'imp-h:2', 50);
+    const five = index.claimAndLookup(meta, person(3), 'imp-h:3', 50);
+    expect(await Promise.all([three, four, five])).toEqual([{ holder: 'imp-g:2', ids: [] }, { holder: 'imp-g:2', ids: [] }, { holder: 'imp-h:3', ids: [] }]);
+    expect(scriptCalls).toBe(1);
+  });
 });
 
 describe('an export', () => {

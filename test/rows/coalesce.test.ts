@@ -35,6 +35,30 @@ describe('coalesce', () => {
     expect(flushes).toEqual([[1, 2]]);
   });
 
+  it('asks the window of the call that starts a gathering', async () => {
+    const flushes: number[][] = [];
+    const asked: number[] = [];
+    // An item's own wait: 0 gathers one turn, more gathers across turns.
+    const echo = coalesce<{ n: number; ms: number }, number>(async (_key, items) => {
+      flushes.push(items.map((i) => i.n));
+      return items.map((i) => i.n);
+    }, (item) => {
+      asked.push(item.n);
+      return item.ms;
+    });
+    const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+    const first = echo('a', { n: 1, ms: 0 });
+    const second = echo('a', { n: 2, ms: 50 });
+    await nextTurn();
+    const third = echo('a', { n: 3, ms: 50 });
+    await nextTurn();
+    const fourth = echo('a', { n: 4, ms: 0 });
+    expect(await Promise.all([first, second, third, fourth])).toEqual([1, 2, 3, 4]);
+    expect(flushes).toEqual([[1, 2], [3, 4]]);
+    expect(asked).toEqual([1, 3]);
+  });
+
   it('fails every call of a flush that fails or answers the wrong number of results', async () => {
     const failing = coalesce<number, number>(async () => {
       throw new Error('redis down');

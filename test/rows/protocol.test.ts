@@ -10,6 +10,8 @@ import { createRowProtocol, type RowProtocol } from '../../src/rows/protocol.js'
 import type { BatchPort, HandOn } from '../../src/rows/interfaces.js';
 import { SEED_PAYMENT_METHOD_KEYS } from '../../src/sandbox/seed.js';
 import { BLANK_CUSTOMER_INPUT } from '../../src/csv/rows.js';
+import { identityOf, type CustomerGuard } from '../../src/customers/guard.js';
+import { GATHER_MS } from '../../src/rows/coalesce.js';
 import { openRowsWorld, seedImport, type RowsWorld } from '../support/rows.js';
 
 let world: RowsWorld | undefined;
@@ -37,13 +39,14 @@ function runner(): BatchPort & { handed: HandOn[]; sealed: Map<number, string | 
   };
 }
 
-function protocolOn(w: RowsWorld, options: { keyring?: CardKeyring; concurrency?: number } = {}): { protocol: RowProtocol; completed: Array<{ importId: string; round: number }> } {
+function protocolOn(w: RowsWorld, options: { keyring?: CardKeyring; concurrency?: number; guard?: CustomerGuard } = {}): { protocol: RowProtocol; completed: Array<{ importId: string; round: number }> } {
   const completed: Array<{ importId: string; round: number }> = [];
   const protocol = createRowProtocol({
     store: w.store,
     api: w.api,
     budget: w.budget,
     keyring: options.keyring,
+    guard: options.guard,
     logger: w.logger,
     concurrency: options.concurrency ?? 4,
     backoff: { baseMs: 10, capMs: 50 },
@@ -262,5 +265,34 @@ describe('the row protocol, without a queue', () => {
     // One request: the batch's; the job settled the verdict without sending.
     expect(w.sandbox.stats().byEndpoint.updatePaymentMethod).toBe(1);
     expect(w.sandbox.stats().faults.echoedCardData).toBe(1);
+  });
+
+  it("a create's guard claim waits to be gathered with other rows' only while rows wait for a request slot", async () => {
+    world = await openRowsWorld({ faults: {} });
+    const w = world;
+    const rows = [1, 2, 3, 4, 5, 6, 7, 8].map(person);
+    const { importId } = await seedImport(w.store, { kind: 'customers', headers: CUSTOMER_HEADERS, rows, job: 'customer.create' });
+    // A guard that finds nobody, and records how long each check's claim might wait to be gathered.
+    const asked: Array<number | undefined> = [];
+    const guard: CustomerGuard = {
+      async check(subject, _claimant, _api, _importId, gatherMs) {
+        asked.push(gatherMs);
+        return { claim: { kind: 'mine' }, holders: [], identity: identityOf(subject) };
+      },
+      readBack: async () => [],
+      created: async () => undefined,
+      createdAll: async () => undefined,
+    };
+    // One slot, and each request held 30 ms: the rows admitted after the first ones find others waiting for it.
+    w.beforeRequest(() => new Promise((resolve) => setTimeout(resolve, 30)));
+    const { protocol } = protocolOn(w, { concurrency: 1, guard });
+
+    expect(await protocol.runBatch({ importId, rows: rows.map((_, i) => i + 1) }, runner())).toEqual({ settled: 8, handed: 0, skipped: 0, deferred: 0, held: 0 });
+    expect(createsOf(w)).toBe(8);
+    expect(asked).toHaveLength(8);
+    // The first rows start with the slot free (their claims go in the turn's call); later ones while rows wait.
+    expect(asked[0]).toBe(0);
+    expect(asked.filter((ms) => ms === GATHER_MS).length).toBeGreaterThan(0);
+    expect(asked.every((ms) => ms === 0 || ms === GATHER_MS)).toBe(true);
   });
 });
