@@ -726,10 +726,10 @@ describe("a create's claim and index read", () => {
 
     // With it, a later turn's call goes in the first one's, and is told the same claim.
     scriptCalls = 0;
-    const three = index.claimAndLookup(meta, person(2), 'imp-g:2', 50);
+    const three = index.claimAndLookup(meta, person(2), 'imp-g:2', 200);
     await nextTurn();
-    const four = index.claimAndLookup(meta, person(2), 'imp-h:2', 50);
-    const five = index.claimAndLookup(meta, person(3), 'imp-h:3', 50);
+    const four = index.claimAndLookup(meta, person(2), 'imp-h:2', 200);
+    const five = index.claimAndLookup(meta, person(3), 'imp-h:3', 200);
     expect(await Promise.all([three, four, five])).toEqual([{ holder: 'imp-g:2', ids: [] }, { holder: 'imp-g:2', ids: [] }, { holder: 'imp-h:3', ids: [] }]);
     expect(scriptCalls).toBe(1);
   });
