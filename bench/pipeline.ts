@@ -65,7 +65,7 @@ import { coalesce } from '../src/redis/coalesce.js';
 import { KNOWN_RATE_MARGIN } from '../src/redis/budget.js';
 import { createBodies } from './importThroughput.js';
 import { writeCustomersCsv } from './make-customers.js';
-import { describeStart, rateRun, summariseRuns, type RateRun } from './rateAdherence.js';
+import { describeStart, rateRun, SandboxStatsSchema, summariseRuns, timeline, type RateRun } from './rateAdherence.js';
 import { log, openBenchRuntime, processCpuMs, runConcurrent, spawnCli, spawnSandbox, waitFinished, waitForLine, type BenchRow } from './support.js';
 
 /** Requests out at once on every side, unless BENCH_PIPELINE_CONCURRENCY says otherwise (the targets are for 32). */
@@ -388,7 +388,9 @@ async function subsyncSide(files: string[], rows: number, latencyMs: number, red
     for (const [pass, file] of files.entries()) {
       if (process.env.BENCH_PIPELINE_SLOWLOG === '1') await redis.slowlog(true);
       const before = { worker: await processCpuMs(worker.child.pid), threads: await threadCpu(worker.child.pid), redis: await processCpuMs(redis.pid), self: process.cpuUsage(), calls: await redis.commands(), byCommand: await redis.byCommand(), net: await redis.netBytes() };
-      const served = await sandboxRequests(sandbox.url);
+      // Counted again from this pass's first request, so the pass's start and end can be told apart from its pace.
+      const reset = await fetch(`${sandbox.url}/_sandbox/stats`, { method: 'DELETE' });
+      if (!reset.ok) throw new Error(`the sandbox did not reset its stats: ${reset.status}`);
       const started = Date.now();
       const result = await importFile({ file, kind: 'customers', ...(process.env.BENCH_PIPELINE_ALLOW_DUPLICATES === '1' ? { allowDuplicates: true } : {}) }, { store: bench.runtime.store, queues: bench.runtime.queues, keyring: undefined, logger: bench.runtime.logger, redis: bench.runtime.redis });
       if (result.outcome !== 'enqueued') throw new Error(`import not enqueued: ${result.outcome}`);
@@ -415,7 +417,8 @@ async function subsyncSide(files: string[], rows: number, latencyMs: number, red
       log(`pipeline ${latencyMs} ms ${name}: Redis a row, by command (calls, µs): ${perCommand.map((c) => `${c.command} ${c.calls.toFixed(2)} ${c.usec.toFixed(1)}`).join(', ')}`);
       const net = await redis.netBytes();
       log(`pipeline ${latencyMs} ms ${name}: bytes a row to Redis ${((net.input - before.net.input) / rows).toFixed(0)}, from Redis ${((net.output - before.net.output) / rows).toFixed(0)}`);
-      log(`pipeline ${latencyMs} ms ${name}: the sandbox answered ${((await sandboxRequests(sandbox.url)) - served) / rows} requests a row`);
+      const served = SandboxStatsSchema.parse(await (await fetch(`${sandbox.url}/_sandbox/stats`)).json());
+      log(`pipeline ${latencyMs} ms ${name}: the sandbox answered ${served.requests / rows} requests a row; ${timeline(started, status.finishedAt, served)}`);
       if (status.succeeded !== rows) log(`warning: ${status.succeeded} of ${rows} rows succeeded: ${JSON.stringify(status.counts)}`);
       sides.push({ rowsPerSecond: rows / seconds, cpuUs: parts.worker + parts.import + parts.redis, parts, redisCalls });
     }
@@ -426,12 +429,6 @@ async function subsyncSide(files: string[], rows: number, latencyMs: number, red
     await bench.close();
     await sandbox.close();
   }
-}
-
-/** Requests the sandbox has answered since it started. */
-async function sandboxRequests(url: string): Promise<number> {
-  const served = (await (await fetch(`${url}/_sandbox/stats`)).json()) as { requests?: unknown };
-  return Number(served.requests);
 }
 
 /** A redis-server of the bench's own (no persistence), so only this run's work counts in its CPU. */

@@ -14,8 +14,8 @@ import { z } from 'zod';
 import { writeCustomersCsv } from './make-customers.js';
 import { log, openBenchRuntime, spawnCli, spawnSandbox, waitFinished, type BenchRow, type Spawned } from './support.js';
 
-/** What this row reads of `GET /_sandbox/stats`. */
-const SandboxStatsSchema = z.object({
+/** What the bench reads of `GET /_sandbox/stats`. */
+export const SandboxStatsSchema = z.object({
   requests: z.number(),
   faults: z.object({ rateLimited: z.number() }),
   firstRequestAt: z.number().optional(),
@@ -23,6 +23,7 @@ const SandboxStatsSchema = z.object({
   perSecond: z.array(z.number()),
   fullestSecond: z.number(),
 });
+export type SandboxStats = z.infer<typeof SandboxStatsSchema>;
 
 export interface RateRun {
   /** Requests/s that reached the sandbox (429s included), first to last. */
@@ -48,6 +49,19 @@ export function startAndPace(perSecond: readonly number[]): { firstSecond: numbe
 export function describeStart(run: Pick<RateRun, 'firstSecond' | 'afterFirst'> & Partial<Pick<RateRun, 'fullestSecond'>>): string {
   const fullest = run.fullestSecond === undefined ? '' : `, fullest sliding second ${run.fullestSecond}`;
   return `first second ${run.firstSecond}, then ${run.afterFirst === undefined ? '?' : run.afterFirst.toFixed(1)}/s${fullest}`;
+}
+
+/**
+ * Where a pass's time went: from the import's start to its first request at
+ * the sandbox, the requests (their pace second by second from the first),
+ * and from the last request to the import's finish (its results written).
+ */
+export function timeline(started: number, finishedAt: string | undefined, served: SandboxStats): string {
+  const { firstRequestAt: first, lastRequestAt: last } = served;
+  if (first === undefined || last === undefined || finishedAt === undefined) return 'no timeline (no request, or no finish time)';
+  const span = last - first;
+  const pace = span > 0 ? `${((1000 * served.requests) / span).toFixed(0)}/s` : 'one instant';
+  return `first request ${first - started} ms after the import's start, then ${span} ms of requests (${pace}; second by second: ${served.perSecond.join(', ')}), finished ${Date.parse(finishedAt) - last} ms after the last`;
 }
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { describeStart, startAndPace, summariseRuns } from '../../bench/rateAdherence.js';
+import { describeStart, startAndPace, summariseRuns, timeline } from '../../bench/rateAdherence.js';
 
 describe("a rate run's start and pace", () => {
   it('are the first second, then the mean of the whole seconds after it, the last (partial) one left out', () => {
@@ -31,5 +31,18 @@ describe('several rate runs', () => {
   it('do not count a run under the share, even with no 429, nor one over it that met a 429', () => {
     expect(summariseRuns([run(193.9, 0), run(195.0, 1)], 200, 0.97).met).toBe(0);
     expect(summariseRuns([run(194.0, 0)], 200, 0.97).met).toBe(1);
+  });
+});
+
+describe('a pass timeline', () => {
+  const stats = { requests: 3_000, faults: { rateLimited: 0 }, fullestSecond: 1_450, perSecond: [700, 1_400, 900] };
+  it('tells the start, the requests and their pace second by second, and the end apart', () => {
+    const line = timeline(1_000, new Date(4_250).toISOString(), { ...stats, firstRequestAt: 1_300, lastRequestAt: 4_000 });
+    expect(line).toBe("first request 300 ms after the import's start, then 2700 ms of requests (1111/s; second by second: 700, 1400, 900), finished 250 ms after the last");
+  });
+  it('says so when there was no request, or no finish', () => {
+    expect(timeline(1_000, undefined, { ...stats, firstRequestAt: 1_300, lastRequestAt: 4_000 })).toMatch(/^no timeline/);
+    expect(timeline(1_000, new Date(4_250).toISOString(), { ...stats, requests: 0, perSecond: [] })).toMatch(/^no timeline/);
+    expect(timeline(1_000, new Date(1_400).toISOString(), { ...stats, requests: 1, perSecond: [1], firstRequestAt: 1_300, lastRequestAt: 1_300 })).toContain('(one instant;');
   });
 });
