@@ -44,7 +44,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import { createImportStore, isSettled, type ImportStore } from '../src/store/importStore.js';
-import { batchJobId, batchOf, openQueues, rowJobId } from '../src/queue/queues.js';
+import { batchJobId, batchOf, batchRowsOf, openQueues, rowJobId } from '../src/queue/queues.js';
 import { feedKeys } from '../src/queue/feeder.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/server.js';
 
@@ -325,9 +325,11 @@ export interface LossTryResult {
 async function describeStuck(redis: Redis, store: ImportStore, importId: string, total: number, limit = 3): Promise<string[]> {
   // By batch: its first unsettled row, and up to three of its rows with their entries.
   const byBatch = new Map<number, { first: number; rows: string[] }>();
+  const record = await store.getImport(importId);
+  const batchRows = record ? batchRowsOf(record) : 1;
   for await (const { row, entry } of store.rowsInOrder(importId, total)) {
     if (isSettled(entry.status)) continue;
-    const block = batchOf(row);
+    const block = batchOf(row, batchRows);
     let batch = byBatch.get(block);
     if (!batch) {
       if (byBatch.size >= limit) continue;

@@ -15,7 +15,7 @@ import type { Logger } from 'pino';
 import { SubsyncError } from '../errors.js';
 import type { Notifier } from '../notify/notifier.js';
 import { SUCCESS_STATUSES } from '../outcomes.js';
-import { RowBatchDataSchema, batchJobId, batchOf, enqueueFinalize, type Queues } from '../queue/queues.js';
+import { RowBatchDataSchema, batchJobId, batchOf, batchRowsOf, enqueueFinalize, type Queues } from '../queue/queues.js';
 import { dropBacklog } from '../queue/feeder.js';
 import type { RedisClient } from '../redis/redis.js';
 import { isSettled, type ImportStore } from '../store/importStore.js';
@@ -101,7 +101,10 @@ export async function cancelImport(deps: ControlDeps, importId: string): Promise
  * left to it (it finds its rows settled).
  */
 async function dropIdleBatches(store: ImportStore, queues: Queues, importId: string, rows: readonly number[]): Promise<void> {
-  for (const block of new Set(rows.map(batchOf))) {
+  const record = await store.getImport(importId);
+  if (!record) return;
+  const batchRows = batchRowsOf(record);
+  for (const block of new Set(rows.map((row) => batchOf(row, batchRows)))) {
     const job = await queues.rows.getJob(batchJobId(importId, block));
     if (!job || !['waiting', 'delayed', 'prioritized'].includes(await job.getState())) continue;
     const data = RowBatchDataSchema.safeParse(job.data);

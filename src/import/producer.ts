@@ -17,7 +17,7 @@ import { scanCsvBytes, showsRounding } from '../csv/scan.js';
 import { PASSWORD, RowValues, cellOf, cellReader, maskCells, passwordColumn, sealedColumnIndexes, secretColumnIndexes, secretValues, validateRow, type RowError, type RowOptions, type RowReader } from '../csv/rows.js';
 import type { ImportKind, JobName } from '../outcomes.js';
 import { RETRY_DEFAULTS } from '../policy.js';
-import { ROWS_PER_BATCH, batchOf, enqueueFinalize, type Queues, type RowBatchData } from '../queue/queues.js';
+import { ROWS_PER_BATCH, batchOf, batchRowsOf, enqueueFinalize, type Queues, type RowBatchData } from '../queue/queues.js';
 import { pushBacklog, type ImportPriority } from '../queue/feeder.js';
 import type { RedisClient } from '../redis/redis.js';
 import type { ImportJournal } from '../store/continuity.js';
@@ -34,14 +34,11 @@ import type { Notifier } from '../notify/notifier.js';
 /**
  * Rows per flush: their ledger entries and invalid settles in one script call
  * each, then one addBulk of their batch jobs. A flush ends only where a batch
- * (ROWS_PER_BATCH consecutive rows) ends, so a batch is never split.
+ * (the import's batchRows consecutive rows) ends, so a batch is never split.
+ * An import's first flush is one batch: workers start on it while the rest
+ * of the file is parsed, instead of waiting for the first BATCH_ROWS.
  */
 const BATCH_ROWS = 500;
-/**
- * Rows of an import's first flush: one batch. Workers start on it while the
- * rest of the file is parsed, instead of waiting for the first BATCH_ROWS.
- */
-const FIRST_FLUSH_ROWS = ROWS_PER_BATCH;
 /**
  * Flushes in flight while the next batch is parsed. Two keep Redis busy
  * during the parse and the parse busy during Redis round trips; more would
@@ -294,6 +291,8 @@ async function enqueueRows(input: {
   }
 
   const resumed = existing !== undefined;
+  // A resumed import keeps the batches it was enqueued with: the same blocks, the same job ids.
+  const batchRows = existing ? batchRowsOf(existing) : ROWS_PER_BATCH;
   // Known here but not to Redis: Redis lost it, and any of its rows may have been sent.
   const lost = !resumed && (await deps.journal?.has(importId)) === true;
   if (lost) log.warn('this file was imported before and Redis has lost that import: every create reads back before sending');
@@ -315,6 +314,7 @@ async function enqueueRows(input: {
       createdAt: now(),
       state: 'enqueuing',
       round: 0,
+      batchRows,
     });
     // Before any row is queued: no worker may start a row after the canary's before they have settled.
     if (request.canary && deps.redis) await startCanary(deps.redis, store.keys, importId, request.canary.rows, request.canary.maxFailures, now());
@@ -390,7 +390,7 @@ async function enqueueRows(input: {
         } else {
           batch.pending.push({ row: csvRow.row, entry: { cells, job: name, status: lost ? 'sent' : 'pending', attempts: 0 } });
           if (name === 'customer.upsert' && match !== undefined) batch.matchDigests.push(freshDigestOf(fieldKey(match, values.get(match) ?? '')));
-          const block = batchOf(csvRow.row);
+          const block = batchOf(csvRow.row, batchRows);
           let job = batch.jobs.get(block);
           if (!job) batch.jobs.set(block, (job = { importId, rows: [] }));
           job.rows.push(csvRow.row);
@@ -401,8 +401,8 @@ async function enqueueRows(input: {
             (job.secrets ??= {})[String(csvRow.row)] = sealSecrets(sealed, secrets);
           }
         }
-        const flushAt = flushed ? BATCH_ROWS : FIRST_FLUSH_ROWS;
-        if (batch.pending.length + batch.settled.length >= flushAt && batchOf(csvRow.row + 1) !== batchOf(csvRow.row)) {
+        const flushAt = flushed ? BATCH_ROWS : batchRows;
+        if (batch.pending.length + batch.settled.length >= flushAt && batchOf(csvRow.row + 1, batchRows) !== batchOf(csvRow.row, batchRows)) {
           flush(batch);
           batch = emptyBatch();
           // The first batch goes into the backlog before the parse goes on: the parse would hold the

@@ -1,6 +1,6 @@
 import type { Queues, RowBatchData } from '../queue/queues.js';
 import { canReadBack } from '../../jobs/index.js';
-import { batchJobId, batchOf, getRowJob, rowJobOptions } from '../queue/queues.js';
+import { batchJobId, batchOf, batchRowsOf, getRowJob, rowJobOptions } from '../queue/queues.js';
 import { blocksAwaitingRelease } from '../queue/feeder.js';
 import { CARD_DATA_GONE, isLive, requeueStranded } from '../queue/requeue.js';
 import type { ImportRecord, ImportStore, LedgerEntry } from '../store/importStore.js';
@@ -46,10 +46,11 @@ export async function retryRows(store: ImportStore, queues: Queues, importId: st
     if (!entry) throw new RetryError(`import ${importId} has no row ${only}`);
     if (entry.status === 'pending' || entry.status === 'sent') {
       if (entry.job === null || record.state !== 'enqueued') throw new RetryError(`row ${only} is ${entry.status} and its import is still being enqueued: run the import again to finish it`);
-      const batch = await queues.rows.getJob(batchJobId(importId, batchOf(only)));
+      const block = batchOf(only, batchRowsOf(record));
+      const batch = await queues.rows.getJob(batchJobId(importId, block));
       const own = await getRowJob(queues, importId, only);
       // (A batch still in the import's backlog waits for its turn: the feeder will queue it.)
-      const waiting = (await blocksAwaitingRelease(queues.redis, queues.prefix, importId, [batchOf(only)])).size > 0;
+      const waiting = (await blocksAwaitingRelease(queues.redis, queues.prefix, importId, [block])).size > 0;
       if (waiting || (await isLive(batch)) || (await isLive(own))) throw new RetryError(`row ${only} is ${entry.status} and its job will run it (\`subsync status ${importId}\` follows it)`);
       const secrets = own?.data.secrets ?? (batch ? (batch.data as RowBatchData).secrets?.[String(only)] : undefined);
       const requeued = await requeueStranded(store, queues, record, [{ row: only, entry, ...(secrets === undefined ? {} : { secrets }) }], canReadBack);

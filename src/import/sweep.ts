@@ -3,7 +3,7 @@ import { canReadBack } from '../../jobs/index.js';
 import type { FailureLog } from '../failureLog.js';
 import { SWEEP_DEFAULTS } from '../policy.js';
 import type { RedisClient } from '../redis/redis.js';
-import { batchJobId, batchOf, enqueueFinalize, finalizeJobId, rowJobId, type Queues, type RowBatchData } from '../queue/queues.js';
+import { batchJobId, batchOf, batchRowsOf, enqueueFinalize, finalizeJobId, rowJobId, type Queues, type RowBatchData } from '../queue/queues.js';
 import { holdsCardData, isLive, requeueStranded, type StrandedRow } from '../queue/requeue.js';
 import { blocksAwaitingRelease } from '../queue/feeder.js';
 import { isSettled, type ImportRecord, type ImportStore, type LedgerEntry } from '../store/importStore.js';
@@ -63,6 +63,7 @@ export async function sweepImport(store: ImportStore, queues: Queues, importId: 
   }
 
   const unsettled: number[] = [];
+  const batchRows = batchRowsOf(record);
   for await (const { row, entry } of store.rowsInOrder(importId, record.total)) if (!isSettled(entry.status) && entry.job !== null) unsettled.push(row);
   report.unsettled = unsettled.length;
   if (unsettled.length === 0) return report;
@@ -72,10 +73,10 @@ export async function sweepImport(store: ImportStore, queues: Queues, importId: 
   const batches = new Map<number, { live: boolean; secrets: Record<string, string> | undefined; remove: () => Promise<void> }>();
   const candidates: Array<{ row: number; secrets: string | undefined }> = [];
   // Batches still in the import's backlog wait for their turn (src/queue/feeder.ts): their rows are not stranded.
-  const awaiting = await blocksAwaitingRelease(queues.redis, queues.prefix, importId, [...new Set(unsettled.map(batchOf))]);
+  const awaiting = await blocksAwaitingRelease(queues.redis, queues.prefix, importId, [...new Set(unsettled.map((row) => batchOf(row, batchRows)))]);
   for (const block of awaiting) batches.set(block, { live: true, secrets: undefined, remove: async () => undefined });
   for (const row of unsettled) {
-    const block = batchOf(row);
+    const block = batchOf(row, batchRows);
     let batch = batches.get(block);
     if (!batch) {
       const job = await queues.rows.getJob(batchJobId(importId, block));
@@ -108,7 +109,7 @@ export async function sweepImport(store: ImportStore, queues: Queues, importId: 
   report.requeued = result.queued;
   report.withoutCards = result.withoutCards;
   // The dead batches' rows have jobs of their own or outcomes now: their sealed card data goes with them.
-  for (const block of new Set(stranded.map((s) => batchOf(s.row)))) {
+  for (const block of new Set(stranded.map((s) => batchOf(s.row, batchRows)))) {
     const batch = batches.get(block);
     if (batch && !batch.live) await batch.remove();
   }

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { RedisClient } from '../redis/redis.js';
 import { KNOWN_RATE_MARGIN, budgetUse, exportShareBeside, setExportShare, type BudgetUse } from '../redis/budget.js';
-import { BATCH_JOB, ROWS_PER_BATCH, RowBatchDataSchema, batchJobOptions, type Queues, type RowBatchData, type RowQueueJobName } from './queues.js';
+import { BATCH_JOB, ROWS_PER_BATCH, RowBatchDataSchema, batchJobOptions, batchRowsOf, type Queues, type RowBatchData, type RowQueueJobName } from './queues.js';
 import { RETRY_DEFAULTS } from '../policy.js';
 import type { ImportStore } from '../store/importStore.js';
 import type { FailureLog } from '../failureLog.js';
@@ -359,7 +359,8 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
   // The turn: the import whose turn it is, and how many batches it may still release in it.
   let current: string | undefined;
   let credit = 0;
-  const attempts = new Map<string, number>();
+  // What the feeder needs of each import's record (fixed once it is enqueued).
+  const facts = new Map<string, { attempts: number; batchRows: number }>();
   // Settled rows and when, per import measured: the rates.
   const seen = new Map<string, { settled: number; at: number; rate: number | undefined }>();
   let lastRates = 0;
@@ -367,19 +368,20 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
   // The export's share this feeder last told the budget.
   let toldShare = { share: NaN, at: 0 };
 
-  async function attemptsOf(importId: string): Promise<number> {
-    let n = attempts.get(importId);
-    if (n === undefined) {
-      n = (await store.getImport(importId))?.options.attempts ?? RETRY_DEFAULTS.attempts;
-      attempts.set(importId, n);
+  async function factsOf(importId: string): Promise<{ attempts: number; batchRows: number }> {
+    let known = facts.get(importId);
+    if (known === undefined) {
+      const record = await store.getImport(importId);
+      known = { attempts: record?.options.attempts ?? RETRY_DEFAULTS.attempts, batchRows: record ? batchRowsOf(record) : ROWS_PER_BATCH };
+      facts.set(importId, known);
     }
-    return n;
+    return known;
   }
 
   /** Adds batches to the rows queue (idempotent by job id), then forgets them from `releasing`. */
   async function queueBatches(batches: Array<{ importId: string; block: number; data: RowBatchData }>): Promise<void> {
     if (batches.length === 0) return;
-    const jobs = await Promise.all(batches.map(async (b) => ({ name: BATCH_NAME, data: b.data, opts: batchJobOptions(b.importId, b.block, await attemptsOf(b.importId)) })));
+    const jobs = await Promise.all(batches.map(async (b) => ({ name: BATCH_NAME, data: b.data, opts: batchJobOptions(b.importId, b.block, (await factsOf(b.importId)).attempts) })));
     await queues.rows.addBulk(jobs);
     await redis.hdel(keys.releasing, ...batches.map((b) => `${b.importId}:${b.block}`));
   }
@@ -404,8 +406,9 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
 
   /**
    * Rows waiting in the queue or held by workers. Counted from the job counts
-   * (a batch as a whole block) while that leaves room under `ahead`; near it,
-   * the active jobs are read, a row job counting one row.
+   * (a batch as a whole block of ROWS_PER_BATCH, the most it holds) while that
+   * leaves room under `ahead`; near it, the active jobs are read, a row job
+   * counting one row.
    */
   async function rowsInFlight(ahead: number): Promise<number> {
     const counts = await queues.rows.getJobCounts('waiting', 'prioritized', 'active');
@@ -473,7 +476,7 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
     if (!runStateAllows(state)) return false;
     if (holdFrom === null || holdFrom === '') return true;
     const [next] = await redis.zrange(keys.backlog(importId), 0, 0);
-    return next === undefined || Number(next) * ROWS_PER_BATCH + 1 < Number(holdFrom);
+    return next === undefined || Number(next) * (await factsOf(importId)).batchRows + 1 < Number(holdFrom);
   }
 
   /** The next import in the turn with room in its share, or undefined when none has a backlog. */
@@ -562,7 +565,7 @@ export function createFeeder(deps: FeederDeps, options: FeederOptions = {}): Fee
       if (!record || settled === undefined || record.finishedAt !== undefined) {
         // Finished (or gone): nothing of it stays in the feeder's hashes but its released blocks (which expire).
         seen.delete(id);
-        attempts.delete(id);
+        facts.delete(id);
         if (!(await redis.zscore(keys.turn, id))) await Promise.all([keys.rates, keys.priorities, keys.released].map((key) => redis.hdel(key, id)));
         continue;
       }

@@ -62,6 +62,8 @@ const ImportRecordHashSchema = z.object({
   resultsDir: z.string().optional(),
   /** Epoch ms since when the import is in read-back mode: Redis lost writes while it ran (src/store/rollback.ts). */
   readBack: z.coerce.number().optional(),
+  /** Rows per batch job (src/queue/queues.ts batchRowsOf); absent in an import enqueued before it was recorded. */
+  batchRows: optionalNumber,
 });
 
 /**
@@ -599,7 +601,7 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
     },
 
     /** Creates the record unless one exists; returns the existing one when it does. */
-    async createImport(record: Pick<ImportRecord, 'id' | 'file' | 'kind' | 'headers' | 'paths' | 'options' | 'createdAt' | 'state' | 'round'>): Promise<ImportRecord | undefined> {
+    async createImport(record: Pick<ImportRecord, 'id' | 'file' | 'kind' | 'headers' | 'paths' | 'options' | 'createdAt' | 'state' | 'round'> & { batchRows?: number }): Promise<ImportRecord | undefined> {
       const key = keys.importRecord(record.id);
       const created = await redis.hsetnx(key, 'id', record.id);
       if (created === 0) return this.getImport(record.id);
@@ -614,6 +616,7 @@ export function createImportStore(redis: RedisClient, prefix: string, options: {
           createdAt: String(record.createdAt),
           state: record.state,
           round: String(record.round),
+          ...(record.batchRows === undefined ? {} : { batchRows: String(record.batchRows) }),
         })
         .zadd(keys.imports, record.createdAt, record.id)
         .exec();

@@ -29,7 +29,7 @@ import { createApiClient } from '../../src/api/client.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { refreshFull } from '../../src/customers/refresh.js';
 import { importFile } from '../../src/import/producer.js';
-import { batchJobId, batchOf, rowJobId } from '../../src/queue/queues.js';
+import { batchJobId, batchOf, batchRowsOf, rowJobId } from '../../src/queue/queues.js';
 import { importStatus, type ImportStatus } from '../../src/import/status.js';
 import { createLogger } from '../../src/log.js';
 import { openRuntime, type Runtime } from '../../src/runtime.js';
@@ -88,7 +88,8 @@ async function tellWhatWentWrong(input: {
       if (n === 1) continue;
       const id = ids[index] ?? '';
       const entry = await runtime.store.getRow(id, i);
-      const jobs = await Promise.all([batchJobId(id, batchOf(i)), rowJobId(id, i)].map(async (jobId) => {
+      const record = await runtime.store.getImport(id);
+      const jobs = await Promise.all([batchJobId(id, batchOf(i, record ? batchRowsOf(record) : 1)), rowJobId(id, i)].map(async (jobId) => {
         const job = await runtime.queues.rows.getJob(jobId);
         return job ? { jobId, state: await job.getState(), attemptsMade: job.attemptsMade, failedReason: job.failedReason } : { jobId, state: 'gone' };
       }));

@@ -86,8 +86,8 @@ describe('subsync import', () => {
     // One batch job per block of rows, the same ones whichever run of the producer added them.
     expect(await releaseBacklog(pipeline.runtime)).toBe(rows / ROWS_PER_BATCH);
     expect(await pipeline.runtime.queues.rows.getJobCounts('prioritized')).toEqual({ prioritized: rows / ROWS_PER_BATCH });
-    expect((await pipeline.runtime.store.getImport(importId))?.total).toBe(rows);
-    const last = await pipeline.runtime.queues.rows.getJob(batchJobId(importId, batchOf(rows)));
+    expect(await pipeline.runtime.store.getImport(importId)).toMatchObject({ total: rows, batchRows: ROWS_PER_BATCH });
+    const last = await pipeline.runtime.queues.rows.getJob(batchJobId(importId, batchOf(rows, ROWS_PER_BATCH)));
     expect(last?.data).toEqual({ importId, rows: Array.from({ length: ROWS_PER_BATCH }, (_, i) => rows - ROWS_PER_BATCH + 1 + i) });
   });
 

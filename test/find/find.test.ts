@@ -58,7 +58,7 @@ describe('search terms', () => {
   });
 
   it('never reads a card column', () => {
-    const plan = planOf({ id: 'x', file: 'c.csv', kind: 'cards', headers: ['PaymentMethodKey', 'AccountNumber', 'ExpirationDate'], paths: ['PaymentMethodKey', 'AccountNumber', 'ExpirationDate'], options: { expiryFormat: 'MMYY', attempts: 1 }, createdAt: 0, state: 'enqueued', round: 0, total: 1, lastSettledAt: undefined, finishedAt: undefined, resultsDir: undefined });
+    const plan = planOf({ id: 'x', file: 'c.csv', kind: 'cards', headers: ['PaymentMethodKey', 'AccountNumber', 'ExpirationDate'], paths: ['PaymentMethodKey', 'AccountNumber', 'ExpirationDate'], options: { expiryFormat: 'MMYY', attempts: 1 }, createdAt: 0, state: 'enqueued', round: 0, total: 1, lastSettledAt: undefined, finishedAt: undefined, resultsDir: undefined, batchRows: undefined });
     const values = searchableCells(plan, ['abc-1', '4111111111111111', '1230']);
     expect(values).toEqual({ email: '', firstName: '', lastName: '', customerId: '', paymentMethodKey: 'abc-1' });
     expect(rowTermDigests(values)).toEqual([termDigest('abc-1')]);

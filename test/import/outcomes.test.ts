@@ -5,7 +5,8 @@
  * waits for ever, and a vanished import is one line. Real Redis, the sandbox
  * over HTTP.
  */
-import { writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import type { Job } from 'bullmq';
@@ -19,7 +20,7 @@ import { importFile } from '../../src/import/producer.js';
 import { retryRows } from '../../src/import/retry.js';
 import { ImportNotFoundError } from '../../src/import/status.js';
 import { sweepImport } from '../../src/import/sweep.js';
-import { batchJobId, getRowJob, type RowBatchData } from '../../src/queue/queues.js';
+import { batchJobId, getRowJob, ROWS_PER_BATCH, type RowBatchData } from '../../src/queue/queues.js';
 import { openRuntime, startWorkers, type Runtime } from '../../src/runtime.js';
 import { waitFinished } from '../support/imports.js';
 import { startPipeline, until, type Pipeline, releaseBacklog } from '../support/pipeline.js';
@@ -139,22 +140,51 @@ describe('every row reaches an outcome', () => {
   it('the sweep queues again rows whose jobs were deleted, and a sent row reads back instead of creating twice', async () => {
     pipeline = await startPipeline({ workers: false, seed: false });
     const { store, queues } = pipeline.runtime;
-    const id = await enqueue(pipeline, customersCsv(30, 'Swept'));
-    // Row 27 was sent by a worker that died before its answer: the customer exists.
-    const sent = pipeline.sandbox.store.createCustomer({ ...BLANK_CUSTOMER_INPUT, FirstName: 'Row27', LastName: 'Swept', EmailAddress: 'row27.swept@example.com' });
-    await store.updateUnsettled(id, 27, { ...(await store.getRow(id, 27))!, status: 'sent', attempts: 1 });
-    // The second batch (rows 26-30) is deleted by hand.
+    // A whole batch, then five rows in a second one.
+    const rows = ROWS_PER_BATCH + 5;
+    const second = Array.from({ length: 5 }, (_, i) => ROWS_PER_BATCH + 1 + i);
+    const lost = ROWS_PER_BATCH + 2;
+    const id = await enqueue(pipeline, customersCsv(rows, 'Swept'));
+    // One row of the second batch was sent by a worker that died before its answer: the customer exists.
+    const sent = pipeline.sandbox.store.createCustomer({ ...BLANK_CUSTOMER_INPUT, FirstName: `Row${lost}`, LastName: 'Swept', EmailAddress: `row${lost}.swept@example.com` });
+    await store.updateUnsettled(id, lost, { ...(await store.getRow(id, lost))!, status: 'sent', attempts: 1 });
+    // The second batch is deleted by hand.
     await (await queues.rows.getJob(batchJobId(id, 1)))?.remove();
-    expect(await sweepImport(store, queues, id)).toMatchObject({ unsettled: 30, live: 25, requeued: [26, 27, 28, 29, 30] });
+    expect(await sweepImport(store, queues, id)).toMatchObject({ unsettled: rows, live: ROWS_PER_BATCH, requeued: second });
     // Swept again: every row has a live job now, nothing is added twice.
-    expect(await sweepImport(store, queues, id)).toMatchObject({ unsettled: 30, live: 30, requeued: [] });
-    expect(await (await getRowJob(queues, id, 27))?.getState()).toBe('waiting');
+    expect(await sweepImport(store, queues, id)).toMatchObject({ unsettled: rows, live: rows, requeued: [] });
+    expect(await (await getRowJob(queues, id, lost))?.getState()).toBe('waiting');
 
     pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 4, backoff: { baseMs: 20, capMs: 200 } });
     const status = await waitFinished(pipeline, id);
-    expect(status.counts).toMatchObject({ created: 29, reconciled: 1 });
-    expect(await store.getRow(id, 27)).toMatchObject({ status: 'reconciled', customerId: sent.CustomerID });
-    expect(pipeline.sandbox.store.customers()).toHaveLength(30);
+    expect(status.counts).toMatchObject({ created: rows - 1, reconciled: 1 });
+    expect(await store.getRow(id, lost)).toMatchObject({ status: 'reconciled', customerId: sent.CustomerID });
+    expect(pipeline.sandbox.store.customers()).toHaveLength(rows);
+  });
+
+  it("an import enqueued with 25-row batches (its record names no size, as an older producer left it) keeps them: resumed, swept and retried by its own blocks", async () => {
+    pipeline = await startPipeline({ workers: false, seed: false });
+    const { store, queues, keyring, logger } = pipeline.runtime;
+    const file = await pipeline.file('legacy.csv', customersCsv(60, 'Legacy'));
+    const id = createHash('sha256').update('customers\n').update(await readFile(file)).digest('hex').slice(0, 24);
+    // An older producer created the record and stopped before queuing anything.
+    await store.createImport({ id, file: 'legacy.csv', kind: 'customers', headers: ['FirstName', 'LastName', 'EmailAddress'], paths: ['FirstName', 'LastName', 'EmailAddress'], options: { expiryFormat: 'MMYY', attempts: 3 }, createdAt: Date.now(), state: 'enqueuing', round: 0 });
+    expect((await importFile({ file }, { store, queues, keyring, logger })).outcome).toBe('enqueued');
+    expect((await store.getImport(id))?.batchRows).toBeUndefined();
+    // Three batches of 25 rows, whatever size new imports get.
+    expect(await releaseBacklog(pipeline.runtime)).toBe(3);
+    const rows = (from: number, to: number): number[] => Array.from({ length: to - from + 1 }, (_, i) => from + i);
+    expect((await queues.rows.getJob(batchJobId(id, 1)))?.data).toEqual({ importId: id, rows: rows(26, 50) });
+    // The second batch is lost: the sweep finds its rows, and only those.
+    await (await queues.rows.getJob(batchJobId(id, 1)))?.remove();
+    expect(await sweepImport(store, queues, id)).toMatchObject({ unsettled: 60, live: 35, requeued: rows(26, 50) });
+    // A row of the third batch is left to that batch's job.
+    await expect(retryRows(store, queues, id, 55)).rejects.toThrow(/row 55 is pending and its job will run it/);
+
+    pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 4 });
+    const status = await waitFinished(pipeline, id);
+    expect(status.counts).toMatchObject({ created: 60 });
+    expect(pipeline.sandbox.store.customers()).toHaveLength(60);
   });
 
   it('the workers sweep by themselves', async () => {
@@ -171,19 +201,22 @@ describe('every row reaches an outcome', () => {
   it('retry takes pending and sent rows that no job will run, and leaves those a job will run', async () => {
     pipeline = await startPipeline({ workers: false, seed: false });
     const { store, queues } = pipeline.runtime;
-    const id = await enqueue(pipeline, customersCsv(30, 'Retried'));
+    // A whole batch, and a second one whose job stays.
+    const rows = ROWS_PER_BATCH + 5;
+    const id = await enqueue(pipeline, customersCsv(rows, 'Retried'));
     await store.updateUnsettled(id, 2, { ...(await store.getRow(id, 2))!, status: 'sent', attempts: 1 });
     await expect(retryRows(store, queues, id, 2)).rejects.toThrow(/row 2 is sent and its job will run it/);
     await (await queues.rows.getJob(batchJobId(id, 0)))?.remove();
     expect(await retryRows(store, queues, id, 2)).toEqual({ retried: [2], skipped: [] });
+    // The rest of the first batch's rows; the second's job still runs its own.
     const all = await retryRows(store, queues, id);
-    expect(all.retried).toEqual(Array.from({ length: 25 }, (_, i) => i + 1).filter((r) => r !== 2));
+    expect(all.retried).toEqual(Array.from({ length: ROWS_PER_BATCH }, (_, i) => i + 1).filter((r) => r !== 2));
 
     pipeline.workers = startWorkers(pipeline.runtime, { apiUrl: pipeline.sandbox.url, concurrency: 4 });
     const status = await waitFinished(pipeline, id);
     // Row 2 was never really sent: it read back, found nothing, and was created.
-    expect(status.counts).toMatchObject({ created: 30 });
-    expect(pipeline.sandbox.store.customers()).toHaveLength(30);
+    expect(status.counts).toMatchObject({ created: rows });
+    expect(pipeline.sandbox.store.customers()).toHaveLength(rows);
   });
 
   it('import --wait stops, saying what to start, when no worker runs the rows; and a vanished import is one line', async () => {

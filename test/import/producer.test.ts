@@ -40,7 +40,10 @@ describe('the producer, in one parse of the file', () => {
     const batched = batches.flatMap((job) => RowBatchDataSchema.parse(job.data).rows).sort((a, b) => a - b);
     expect(batched).toEqual(Array.from({ length: rows }, (_, i) => i + 1).filter((row) => row % 7 !== 0));
     expect(new Set(batches.map((job) => job.name))).toEqual(new Set([BATCH_JOB]));
-    expect(batches.find((job) => job.id === batchJobId(result.importId, 1))?.data).toEqual({ importId: result.importId, rows: [26, 27, 29, 30, 31, 32, 33, 34, 36, 37, 38, 39, 40, 41, 43, 44, 45, 46, 47, 48, 50] });
+    // The second block: rows ROWS_PER_BATCH + 1 to 2 × ROWS_PER_BATCH, less the invalid ones.
+    const second = Array.from({ length: ROWS_PER_BATCH }, (_, i) => ROWS_PER_BATCH + 1 + i).filter((row) => row % 7 !== 0);
+    expect(batches.find((job) => job.id === batchJobId(result.importId, 1))?.data).toEqual({ importId: result.importId, rows: second });
+    expect(await store.getImport(result.importId)).toMatchObject({ batchRows: ROWS_PER_BATCH });
     expect((await store.counts(result.importId)).byStatus.invalid).toBe(invalid);
     expect(await store.getImport(result.importId)).toMatchObject({ state: 'enqueued', total: rows });
     const ledger = await redis.hgetall(store.keys.ledger(result.importId));

@@ -10,7 +10,7 @@ import { Redis } from 'ioredis';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT_CODES } from '../../src/cli/exitCodes.js';
 import { importFile } from '../../src/import/producer.js';
-import { batchJobId } from '../../src/queue/queues.js';
+import { batchJobId, ROWS_PER_BATCH } from '../../src/queue/queues.js';
 import { startWorkers } from '../../src/runtime.js';
 import { killAll, requireBuiltCli, subsync } from '../support/cli.js';
 import { waitFinished } from '../support/imports.js';
@@ -49,8 +49,9 @@ describe('Redis out of memory', () => {
     // Two attempts: an outage easily uses them up.
     const result = await importFile({ file: await pipeline.file('oom.csv', `${lines.join('\n')}\n`), attempts: 2 }, { store, queues, keyring, logger });
     expect(result.outcome).toBe('enqueued');
-    // All three batches into the rows queue at once (the feeder would release them as the budget frees).
+    // All its batches into the rows queue at once (the feeder would release them as the budget frees).
     await releaseBacklog(pipeline.runtime);
+    const blocks = Array.from({ length: Math.ceil(60 / ROWS_PER_BATCH) }, (_, b) => b);
 
     // Redis fills up as the first request reaches the sandbox: the batches are running, their rows at the API (300 ms).
     const p = pipeline;
@@ -64,9 +65,9 @@ describe('Redis out of memory', () => {
     await filling;
     // Every batch used up its attempts while Redis refused writes (what a minute of OOM did to 24 batches in production).
     await until(async () => {
-      const states = await Promise.all([0, 1, 2].map(async (b) => (await queues.rows.getJob(batchJobId(result.importId, b)))?.getState()));
+      const states = await Promise.all(blocks.map(async (b) => (await queues.rows.getJob(batchJobId(result.importId, b)))?.getState()));
       return states.every((state) => state === 'failed') ? true : undefined;
-    }, 'the three batches to fail for good');
+    }, 'every batch to fail for good');
     expect((await store.counts(result.importId)).settled).toBeLessThan(60);
     await admin.config('SET', 'maxmemory', '0');
 

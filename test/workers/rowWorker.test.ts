@@ -7,7 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { BLANK_CUSTOMER_INPUT } from '../../src/csv/rows.js';
 import { importFile } from '../../src/import/producer.js';
-import { BATCH_JOB, batchJobId, getRowJob, rowJobOptions } from '../../src/queue/queues.js';
+import { BATCH_JOB, batchJobId, getRowJob, rowJobOptions, ROWS_PER_BATCH } from '../../src/queue/queues.js';
 import { startWorkers } from '../../src/runtime.js';
 import type { SandboxRequest } from '../../src/sandbox/server.js';
 import { waitFinished } from '../support/imports.js';
@@ -39,10 +39,11 @@ describe('batch jobs', () => {
   it('run each row once, leave a row that has a job of its own to it, and reconcile a row that may have been sent', async () => {
     pipeline = await startPipeline({ workers: false, seed: false });
     const { store, queues } = pipeline.runtime;
+    // Three blocks of rows: two whole batches and ten rows.
+    const rows = 2 * ROWS_PER_BATCH + 10;
     const lines = ['FirstName,LastName,EmailAddress'];
-    for (let i = 1; i <= 60; i++) lines.push(`Row${i},Batch,row${i}@example.com`);
+    for (let i = 1; i <= rows; i++) lines.push(`Row${i},Batch,row${i}@example.com`);
     const id = await enqueueOnly(pipeline, `${lines.join('\n')}\n`);
-    // Three blocks of rows: 1-25, 26-50, 51-60.
     expect((await queues.rows.getPrioritized(0, -1)).map((job) => [job.name, job.id]).sort()).toEqual([
       [BATCH_JOB, batchJobId(id, 0)],
       [BATCH_JOB, batchJobId(id, 1)],
@@ -63,14 +64,14 @@ describe('batch jobs', () => {
     await expect.poll(async () => (await getRowJob(queues, id, 30))?.getState(), { timeout: 10_000 }).toBe('delayed');
     const status = await waitFinished(pipeline, id);
 
-    expect(status.counts).toMatchObject({ created: 59, reconciled: 1 });
+    expect(status.counts).toMatchObject({ created: rows - 1, reconciled: 1 });
     const customers = pipeline.sandbox.store.customers();
-    expect(customers).toHaveLength(60);
-    expect(new Set(customers.map((c) => c.FirstName)).size).toBe(60);
+    expect(customers).toHaveLength(rows);
+    expect(new Set(customers.map((c) => c.FirstName)).size).toBe(rows);
     expect(await store.getRow(id, 3)).toMatchObject({ status: 'reconciled', customerId: sent.CustomerID });
     // One create per row but row 3, which read back instead; row 30 was created once, by its own job.
     const creates = seen.filter((r) => r.endpoint === 'createCustomer');
-    expect(creates).toHaveLength(59);
+    expect(creates).toHaveLength(rows - 1);
     expect(seen.filter((r) => r.endpoint === 'searchCustomers').length).toBeGreaterThanOrEqual(1);
   });
 
