@@ -326,7 +326,7 @@ async function describeStuck(redis: Redis, store: ImportStore, importId: string,
   // By batch: its first unsettled row, and up to three of its rows with their entries.
   const byBatch = new Map<number, { first: number; rows: string[] }>();
   const record = await store.getImport(importId);
-  const batchRows = record ? batchRowsOf(record) : 1;
+  const batchRows = batchRowsOf(record ?? {});
   for await (const { row, entry } of store.rowsInOrder(importId, total)) {
     if (isSettled(entry.status)) continue;
     const block = batchOf(row, batchRows);

@@ -70,7 +70,7 @@ async function recordOf(store: ImportStore, importId: string) {
  */
 export async function cancelImport(deps: ControlDeps, importId: string): Promise<CancelResult> {
   const { store, queues, redis } = deps;
-  const { finished } = await recordOf(store, importId);
+  const { record, finished } = await recordOf(store, importId);
   const current = (await readRunState(redis, store.keys, importId)).state;
   if (finished && current !== 'cancelling') return { importId, before: current === 'cancelled' ? 'cancelled' : 'finished', state: current === 'cancelled' ? 'cancelled' : 'finished', cancelled: 0, inFlight: 0 };
   const change = await cancelRun(redis, store.keys, importId);
@@ -85,7 +85,7 @@ export async function cancelImport(deps: ControlDeps, importId: string): Promise
     cancelled += result.applied.filter(Boolean).length;
     if (result.complete) await enqueueFinalize(queues, importId, result.round);
   }
-  await dropIdleBatches(store, queues, importId, rows);
+  await dropIdleBatches(store, queues, importId, batchRowsOf(record), rows);
   // The batches still waiting for their turn (their rows were never sent, so all settled cancelled above) go too.
   await dropBacklog(queues.redis, queues.prefix, importId);
   const after = await recordOf(store, importId);
@@ -100,10 +100,7 @@ export async function cancelImport(deps: ControlDeps, importId: string): Promise
  * hold sealed card data until then. A job that a worker has just taken is
  * left to it (it finds its rows settled).
  */
-async function dropIdleBatches(store: ImportStore, queues: Queues, importId: string, rows: readonly number[]): Promise<void> {
-  const record = await store.getImport(importId);
-  if (!record) return;
-  const batchRows = batchRowsOf(record);
+async function dropIdleBatches(store: ImportStore, queues: Queues, importId: string, batchRows: number, rows: readonly number[]): Promise<void> {
   for (const block of new Set(rows.map((row) => batchOf(row, batchRows)))) {
     const job = await queues.rows.getJob(batchJobId(importId, block));
     if (!job || !['waiting', 'delayed', 'prioritized'].includes(await job.getState())) continue;

@@ -89,7 +89,7 @@ async function tellWhatWentWrong(input: {
       const id = ids[index] ?? '';
       const entry = await runtime.store.getRow(id, i);
       const record = await runtime.store.getImport(id);
-      const jobs = await Promise.all([batchJobId(id, batchOf(i, record ? batchRowsOf(record) : 1)), rowJobId(id, i)].map(async (jobId) => {
+      const jobs = await Promise.all([batchJobId(id, batchOf(i, batchRowsOf(record ?? {}))), rowJobId(id, i)].map(async (jobId) => {
         const job = await runtime.queues.rows.getJob(jobId);
         return job ? { jobId, state: await job.getState(), attemptsMade: job.attemptsMade, failedReason: job.failedReason } : { jobId, state: 'gone' };
       }));
