@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ADAPTIVE_RATE, KNOWN_RATE_MARGIN, LATE_SLOT_MS, START_IDLE_MS, UNPACED_LEASE_MS, budgetStartKey, budgetUse, createBudget, type AdaptiveRatePolicy, type ApiBudget } from '../../src/redis/budget.js';
+import { ADAPTIVE_RATE, KNOWN_RATE_MARGIN, LATE_MAX_MS, LATE_SLOT_MS, START_IDLE_MS, budgetLateKey, UNPACED_LEASE_MS, budgetStartKey, budgetUse, createBudget, type AdaptiveRatePolicy, type ApiBudget } from '../../src/redis/budget.js';
 import { storeKeys } from '../../src/redis/keys.js';
 import { REDIS_URL, deleteKeys, until } from '../support/pipeline.js';
 import { mostInWindow } from '../support/slots.js';
@@ -67,6 +67,49 @@ describe('the fleet-wide API budget', () => {
     await acquiring;
     // The late slot went unused and a fresh one was drawn: five drawn, four sent.
     expect((await budgetUse(redis, storeKeys(prefix))).import).toBe(5);
+  });
+
+  it('a late request whose leave to go reaches it too late (it stalled again while asking) takes a fresh slot', async () => {
+    const redis = new Redis(REDIS_URL);
+    connections.push(redis);
+    const keys = storeKeys(prefix);
+    // The process stalls twice, as a loaded machine stalls it: just after its slot's answer (so it wakes a
+    // little late and asks leave to go), then again as that leave comes back (so it would leave well after it).
+    const stalls = new Map([
+      [keys.budgetTat, LATE_SLOT_MS + 3],
+      [budgetLateKey(keys), 2 * LATE_MAX_MS],
+    ]);
+    const stalling = new Proxy(redis, {
+      get(target, name) {
+        if (name !== 'evalsha') {
+          const value: unknown = Reflect.get(target, name, target);
+          return typeof value === 'function' ? value.bind(target) : value;
+        }
+        return async (sha: string, keyCount: number, args: string[]) => {
+          const reply = await target.evalsha(sha, keyCount, args);
+          const stall = stalls.get(args[0] ?? '');
+          if (stall !== undefined) {
+            stalls.delete(args[0] ?? '');
+            const from = Date.now();
+            while (Date.now() - from < stall) {
+              // busy: the event loop stalled
+            }
+          }
+          return reply;
+        };
+      },
+    });
+    // At 200/s the margin lets a few late requests go (at 20/s, none).
+    const budget = createBudget(stalling, keys, { rate: 200, class: 'import' });
+    // Connected first, so the lateness is the stall's, not the connection's.
+    await redis.ping();
+    await budget.acquire();
+    // Both stalls happened: the leave was asked for and given (its entry is there), then not used.
+    expect(stalls.size).toBe(0);
+    expect(await redis.zcard(budgetLateKey(keys))).toBeGreaterThanOrEqual(1);
+    // A fresh slot was drawn after the late one: two drawn for the one request (more only if a loaded
+    // machine made the fresh one late too).
+    expect((await budgetUse(redis, keys)).import).toBeGreaterThanOrEqual(2);
   });
 
   it('no learned rate until a 429: requests are not paced', async () => {
