@@ -177,8 +177,22 @@ export interface SpawnedSandbox {
   close(): Promise<void>;
 }
 
+/**
+ * Node's memory reducer is off in the sandbox's process. Its limiter stamps a
+ * request when the sandbox's JavaScript gets to it; the reducer compacts the
+ * sandbox's heap about 16 or 24 s after it starts, pausing it up to 30 ms,
+ * and the requests that arrived meanwhile are then stamped at one instant. A
+ * window starting there holds that backlog and a whole second after it: at
+ * 195 requests a second, any pause past 25 ms counts 201, a 429 no pacing of
+ * the clients can prevent. With it on, about one import in six of the rate
+ * steps met a 429 while the workers' sends held at most 200 in any second;
+ * with it off, one in 40 (docs/performance.md). BENCH_SANDBOX_NODE_ARGS
+ * replaces the flags (empty: Node's defaults, the reducer on).
+ */
+const SANDBOX_NODE_ARGS = process.env.BENCH_SANDBOX_NODE_ARGS?.split(' ').filter(Boolean) ?? ['--no-memory-reducer'];
+
 export async function spawnSandbox(flags: string[] = [], env: NodeJS.ProcessEnv = { PATH: process.env.PATH, SUBSYNC_LOG_LEVEL: 'warn' }): Promise<SpawnedSandbox> {
-  const sandbox = spawnCli(['sandbox', '--port', '0', ...flags], env);
+  const sandbox = spawnCli(['sandbox', '--port', '0', ...flags], env, { nodeArgs: SANDBOX_NODE_ARGS });
   const url = await waitForLine(sandbox, /sandbox listening on (\S+)/, 20_000);
   return {
     url,
