@@ -196,13 +196,9 @@ const SANDBOX_NODE_ARGS = process.env.BENCH_SANDBOX_NODE_ARGS?.split(' ').filter
  * than the fleet it counts. On one machine it waits for a core beside the
  * workers, the producer and Redis, most of all as an import starts; the
  * requests that arrive meanwhile are stamped when it gets one, and a sliding
- * second starting there counts them with a whole second after. Traced on the
- * wire (tcpdump on the loopback), the one run of 65 that met 429s (four, in
- * both its imports; its workers carried extra tracing) was where the sandbox
- * answered 18 and 29 ms late as an import started; the wire carried 194 to
- * 196 requests in the second before each 429, the sandbox counted 201 to
- * 203. At nice -10 its slowest answer in 14 runs came 8 ms late, against up
- * to 30 ms. The real service does not share the clients' cores. Raising the
+ * second starting there counts them with a whole second after: a 429 the
+ * wire did not earn (traced in docs/performance.md, "The sandbox's wait for
+ * a core"). The real service does not share the clients' cores. Raising the
  * priority needs root (or CAP_SYS_NICE); without it the sandbox runs as
  * before, and the bench says so. BENCH_SANDBOX_NICE sets the niceness (0:
  * none).
