@@ -133,10 +133,10 @@ export function keyringOf(config: Pick<Config, 'cardKey' | 'cardKeyId' | 'cardKe
   return config.cardKey ? { current: { id: config.cardKeyId, key: config.cardKey }, previous: config.cardKeysPrevious } : undefined;
 }
 
-/** The API client of a worker process: every request draws from the fleet-wide budget. */
 /** The requests whose rows are marked sent before they leave (jobs/index.ts, marksSentFirst). */
 const MARKED_CREATES: ReadonlySet<string> = new Set(['createCustomer', 'signUp']);
 
+/** The API client of a worker process: every request draws from the fleet-wide budget. */
 export function openApi(runtime: Runtime, apiUrl: string, budget: ApiBudget): ApiClient {
   const api = createApiClient({
     baseUrl: apiUrl,
