@@ -243,6 +243,22 @@ describe('writeImportResults', () => {
     expect((await readdir(root)).sort()).toEqual(['errors.csv', 'results.csv', 'summary.json']);
   });
 
+  it('keeps every character of records that cross the write chunks, one longer than a chunk among them', async () => {
+    // Three-byte and four-byte characters, so a record's bytes outnumber its characters, and a cell of
+    // 100,000 characters (about 300 KB), bigger than any chunk the writer gathers before writing.
+    const rows = Array.from({ length: 3_000 }, (_, i) =>
+      row(i + 1, i % 7 === 0 ? 'failed' : 'created', [`Zoë ${i}`, `€${'ł'.repeat(i % 50)}😀`, '', '', '', i === 1_500 ? '€'.repeat(100_000) : `note ${i}`], {
+        error: i % 7 === 0 ? `refused ${'ß'.repeat(i % 30)}` : '',
+      }),
+    );
+    const files = await writeImportResults({ dir: root, headers: HEADERS, secretColumns: NO_SECRETS, rows: iterate(rows), summary: summaryOf(rows) });
+    const results = await readCsv(files.results);
+    expect(results.slice(1).map((record) => record.slice(0, HEADERS.length))).toEqual(rows.map((r) => r.cells));
+    expect(results[1_501]?.[5]).toHaveLength(100_000);
+    const errors = await readCsv(files.errors);
+    expect(errors.slice(1).map((record) => record.at(-1))).toEqual(rows.filter((r) => r.status === 'failed').map((r) => r.error));
+  });
+
   it('streams 100,000 rows', async () => {
     const total = 100_000;
     async function* many(): AsyncGenerator<ResultRow> {
