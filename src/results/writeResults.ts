@@ -280,9 +280,8 @@ class ChunkedFile {
   add(text: string): boolean {
     // At most 3 bytes per UTF-16 code unit: a text that may not fit starts a new chunk (as big as it needs).
     if (this.used + text.length * 3 > this.chunk.length) {
-      if (this.used > 0) this.full.push(this.chunk.subarray(0, this.used));
+      this.seal();
       this.chunk = Buffer.allocUnsafe(Math.max(WRITE_CHUNK_BYTES, text.length * 3));
-      this.used = 0;
     }
     this.used += this.chunk.write(text, this.used);
     return this.full.length > 0;
@@ -303,14 +302,19 @@ class ChunkedFile {
     await finished(this.stream).catch(() => undefined);
   }
 
+  /** The chunk being filled joins the full ones (when it holds anything); the next text starts a new one. */
+  private seal(): void {
+    if (this.used > 0) this.full.push(this.chunk.subarray(0, this.used));
+    this.used = 0;
+  }
+
   /** Writes the full chunks, and with `all` the one being filled. */
   private async flush(all: boolean): Promise<void> {
     if (this.stream.destroyed) throw this.stream.errored ?? new Error('result file stream closed before the rows were written');
-    if (all && this.used > 0) {
-      this.full.push(this.chunk.subarray(0, this.used));
+    if (all) {
+      this.seal();
       // Written out: a text added after starts a chunk of its own.
       this.chunk = Buffer.alloc(0);
-      this.used = 0;
     }
     const chunks = this.full.splice(0);
     let room = true;
