@@ -194,7 +194,7 @@ export function lateRoom(rate: number | undefined): number {
 }
 
 /** Fresh slots a request takes, at most, after waking late; then it goes, late or not. */
-const LATE_RETRIES = 3;
+export const LATE_RETRIES = 3;
 
 /** The adaptive rate's policy (AIMD), the same for every process. */
 export interface AdaptiveRatePolicy {

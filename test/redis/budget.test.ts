@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ADAPTIVE_RATE, KNOWN_RATE_MARGIN, LATE_MAX_MS, LATE_SLOT_MS, START_IDLE_MS, UNPACED_LEASE_MS, budgetLateKey, budgetStartKey, budgetUse, createBudget, type AdaptiveRatePolicy, type ApiBudget } from '../../src/redis/budget.js';
+import { ADAPTIVE_RATE, KNOWN_RATE_MARGIN, LATE_MAX_MS, LATE_RETRIES, LATE_SLOT_MS, START_IDLE_MS, UNPACED_LEASE_MS, budgetLateKey, budgetStartKey, budgetUse, createBudget, type AdaptiveRatePolicy, type ApiBudget } from '../../src/redis/budget.js';
 import { storeKeys } from '../../src/redis/keys.js';
 import { REDIS_URL, deleteKeys, until } from '../support/pipeline.js';
 import { mostInWindow } from '../support/slots.js';
@@ -65,8 +65,12 @@ describe('the fleet-wide API budget', () => {
       // busy: what a long GC or a loaded machine does to this process
     }
     await acquiring;
-    // The late slot went unused and a fresh one was drawn: five drawn, four sent.
-    expect((await budgetUse(redis, storeKeys(prefix))).import).toBe(5);
+    // The late slot went unused and a fresh one was drawn: five drawn, four sent. On a loaded machine the
+    // fresh slot's timer may fire late too, and the request then takes another (LATE_RETRIES at most); going
+    // on the stalled slot would have drawn four.
+    const drawn = (await budgetUse(redis, storeKeys(prefix))).import;
+    expect(drawn).toBeGreaterThanOrEqual(5);
+    expect(drawn).toBeLessThanOrEqual(4 + LATE_RETRIES);
   });
 
   it('a late request whose leave to go reaches it too late (it stalled again while asking) takes a fresh slot', async () => {
